@@ -1,0 +1,53 @@
+"""The Chalice app: blueprints and Lambda entry points, no logic."""
+import logging
+
+from chalice import Chalice
+
+from chalicelib.api import knowledge_bases
+from chalicelib.api.direct_invoke import handle_kb_search
+from chalicelib.ingestion import steps, trigger
+
+app = Chalice(app_name="kb-service")
+app.log.setLevel(logging.INFO)
+logging.getLogger("chalicelib").setLevel(logging.INFO)
+app.register_blueprint(knowledge_bases)
+
+
+@app.lambda_function(name="s3_trigger")
+def s3_trigger(event, context):
+    return trigger.handle_s3_event(event)
+
+
+@app.lambda_function(name="pipeline_extract")
+def pipeline_extract(event, context):
+    return steps.extract_step(event)
+
+
+@app.lambda_function(name="pipeline_chunk")
+def pipeline_chunk(event, context):
+    return steps.chunk_step(event)
+
+
+@app.lambda_function(name="pipeline_embed")
+def pipeline_embed(event, context):
+    return steps.embed_step(event)
+
+
+@app.lambda_function(name="pipeline_store")
+def pipeline_store(event, context):
+    return steps.store_step(event)
+
+
+@app.lambda_function(name="pipeline_finalize")
+def pipeline_finalize(event, context):
+    return steps.finalize_step(event)
+
+
+@app.lambda_function(name="pipeline_mark_failed")
+def pipeline_mark_failed(event, context):
+    return steps.mark_failed_step(event)
+
+
+@app.lambda_function(name="kb_search")
+def kb_search(event, context):
+    return handle_kb_search(event)

@@ -1,0 +1,1 @@
+"""Knowledge bases for AI agents: the service code, one package per domain."""

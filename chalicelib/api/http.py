@@ -1,0 +1,106 @@
+"""The API's conventions: JSON envelopes, error codes, bearer-key authentication."""
+import functools
+import json
+import logging
+from typing import Any, Callable, Optional
+
+from chalice import Response
+
+from chalicelib.auth import Principal, authenticate, bearer_token
+
+logger = logging.getLogger(__name__)
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def not_found(what: str, ident: str) -> ApiError:
+    return ApiError(404, "NOT_FOUND", f"{what} {ident} was not found")
+
+
+def invalid(field: str, why: str) -> ApiError:
+    return ApiError(400, "INVALID_INPUT", f"{field}: {why}")
+
+
+def ok(data: Any, status: int = 200) -> Response:
+    return Response(body=json.dumps({"success": True, "data": data}, default=str),
+                    status_code=status, headers=JSON_HEADERS)
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    return Response(body=json.dumps({"success": False, "error": {"code": code, "message": message}}),
+                    status_code=status, headers=JSON_HEADERS)
+
+
+def json_body(request) -> dict:
+    raw = request.raw_body or b""
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "INVALID_JSON", f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "INVALID_JSON", "the request body must be a JSON object")
+    return body
+
+
+def string_field(body: dict, name: str, *, required: bool, max_length: int, default: str = "") -> str:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise invalid(name, "is required")
+        return default
+    if not isinstance(value, str):
+        raise invalid(name, "must be a string")
+    value = value.strip()
+    if required and not value:
+        raise invalid(name, "must not be empty")
+    if len(value) > max_length:
+        raise invalid(name, f"must be at most {max_length} characters")
+    return value
+
+
+def int_field(value: Any, name: str, *, low: int, high: int, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(name, "must be an integer")
+    if not low <= value <= high:
+        raise invalid(name, f"must be between {low} and {high}")
+    return value
+
+
+def authenticated(blueprint) -> Callable:
+    """Route decorator: resolves the bearer key to a Principal (401 otherwise),
+    passes it as the first argument, and turns ApiError into the error envelope."""
+    def decorate(view: Callable) -> Callable:
+        @functools.wraps(view)
+        def wrapper(*args, **kwargs):
+            try:
+                request = blueprint.current_request
+                principal = _principal(request.headers.get("authorization"))
+                return view(principal, *args, **kwargs)
+            except ApiError as err:
+                return error_response(err.status, err.code, err.message)
+            except Exception:
+                logger.exception("unhandled error")
+                return error_response(500, "INTERNAL_ERROR", "an internal error occurred")
+        return wrapper
+    return decorate
+
+
+def _principal(authorization: Optional[str]) -> Principal:
+    token = bearer_token(authorization)
+    if token is None:
+        raise ApiError(401, "UNAUTHORIZED", "send an API key as 'Authorization: Bearer <key>'")
+    principal = authenticate(token)
+    if principal is None:
+        raise ApiError(401, "UNAUTHORIZED", "the API key is not valid")
+    return principal

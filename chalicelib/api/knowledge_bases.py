@@ -1,0 +1,73 @@
+"""Routes for knowledge bases, their documents and search."""
+from chalice import Blueprint
+
+from chalicelib import knowledge_bases as kbs
+from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body,
+                                 not_found, ok, string_field)
+from chalicelib.retrieval import SearchRequest, search_knowledge_base
+from chalicelib.retrieval.search import KnowledgeBaseNotFound
+
+blueprint = Blueprint(__name__)
+VISIBILITIES = ("private", "org", "public")
+
+
+@blueprint.route("/knowledge-bases", methods=["POST"])
+@authenticated(blueprint)
+def create_knowledge_base(principal):
+    body = json_body(blueprint.current_request)
+    visibility = string_field(body, "visibility", required=False, max_length=10, default="private")
+    if visibility not in VISIBILITIES:
+        raise invalid("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+    kb = kbs.create_knowledge_base(
+        principal, name=string_field(body, "name", required=True, max_length=200),
+        description=string_field(body, "description", required=False, max_length=2000),
+        visibility=visibility)
+    return ok(kb, status=201)
+
+
+@blueprint.route("/knowledge-bases", methods=["GET"])
+@authenticated(blueprint)
+def list_knowledge_bases(principal):
+    params = blueprint.current_request.query_params or {}
+    limit = int_field(params.get("limit"), "limit", low=1, high=100, default=20)
+    return ok(kbs.list_knowledge_bases(principal, limit=limit, after=params.get("nextToken")))
+
+
+@blueprint.route("/knowledge-bases/{kb_id}", methods=["GET"])
+@authenticated(blueprint)
+def get_knowledge_base(principal, kb_id):
+    kb = kbs.get_knowledge_base(principal, kb_id)
+    if kb is None:
+        raise not_found("knowledge base", kb_id)
+    return ok(kb)
+
+
+@blueprint.route("/knowledge-bases/{kb_id}/documents", methods=["GET"])
+@authenticated(blueprint)
+def list_documents(principal, kb_id):
+    status = (blueprint.current_request.query_params or {}).get("status")
+    if status is not None and status not in kbs.service.DOCUMENT_STATUSES:
+        raise invalid("status", f"must be one of {', '.join(kbs.service.DOCUMENT_STATUSES)}")
+    documents = kbs.list_documents(principal, kb_id, status)
+    if documents is None:
+        raise not_found("knowledge base", kb_id)
+    return ok({"items": documents})
+
+
+@blueprint.route("/knowledge-bases/{kb_id}/search", methods=["POST"])
+@authenticated(blueprint)
+def search(principal, kb_id):
+    body = json_body(blueprint.current_request)
+    request = parse_search_request(kb_id, body)
+    try:
+        return ok(search_knowledge_base(principal, request))
+    except KnowledgeBaseNotFound:
+        raise not_found("knowledge base", kb_id) from None
+
+
+def parse_search_request(kb_id: str, body: dict) -> SearchRequest:
+    query = string_field(body, "query", required=True, max_length=2000)
+    top_k = int_field(body.get("topK"), "topK", low=1, high=20, default=5)
+    if not isinstance(kb_id, str) or not kb_id:
+        raise ApiError(400, "INVALID_INPUT", "knowledgeBaseId: is required")
+    return SearchRequest(knowledge_base_id=kb_id, query=query, top_k=top_k)

@@ -1,0 +1,35 @@
+"""Settings read from the environment.
+
+Only endpoints and credentials differ between the local stack and AWS; everything
+else has the same default in both places.
+"""
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str
+    redis_url: str
+    bucket: str
+    state_machine_arn: str
+    embedding_provider: str
+    query_cache_ttl_seconds: int
+    default_chunk_tokens: int
+    default_chunk_overlap: int
+    work_prefix: str
+
+
+def load_settings() -> Settings:
+    env = os.environ
+    return Settings(
+        database_url=env.get("DATABASE_URL", ""),
+        redis_url=env.get("REDIS_URL", ""),
+        bucket=env.get("KB_BUCKET", "kb-documents-local"),
+        state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
+        embedding_provider=env.get("EMBEDDING_PROVIDER", "local"),
+        query_cache_ttl_seconds=int(env.get("QUERY_CACHE_TTL_SECONDS", str(7 * 24 * 3600))),
+        default_chunk_tokens=int(env.get("CHUNK_TOKENS", "500")),
+        default_chunk_overlap=int(env.get("CHUNK_OVERLAP_TOKENS", "50")),
+        work_prefix=env.get("PIPELINE_WORK_PREFIX", "_pipeline/"),
+    )

@@ -1,0 +1,52 @@
+"""One PostgreSQL connection per warm Lambda worker, re-opened after a fault."""
+import logging
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+import psycopg
+from psycopg.rows import dict_row
+
+from chalicelib.config import load_settings
+
+logger = logging.getLogger(__name__)
+_conn: Optional[psycopg.Connection] = None
+
+
+def _open(url: str) -> psycopg.Connection:
+    return psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=10)
+
+
+def _current(url: Optional[str] = None) -> psycopg.Connection:
+    global _conn
+    if _conn is None or _conn.closed or _conn.broken:
+        _conn = _open(url or load_settings().database_url)
+    return _conn
+
+
+def reset() -> None:
+    """Drop the cached connection (tests point the service at another database)."""
+    global _conn
+    if _conn is not None and not _conn.closed:
+        _conn.close()
+    _conn = None
+
+
+@contextmanager
+def connection() -> Iterator[psycopg.Connection]:
+    """The worker's connection in autocommit mode. A connection that the server
+    dropped (restart, idle timeout) is replaced on the next call."""
+    conn = _current()
+    try:
+        yield conn
+    except psycopg.OperationalError:
+        logger.warning("database connection failed; it will be re-opened", exc_info=True)
+        reset()
+        raise
+
+
+@contextmanager
+def transaction() -> Iterator[psycopg.Connection]:
+    """A connection inside one transaction: everything in the block commits or nothing."""
+    with connection() as conn:
+        with conn.transaction():
+            yield conn

@@ -1,0 +1,237 @@
+"""Every SQL statement of the service.
+
+Tenant scoping lives here: a caller reaches a knowledge base only through
+VISIBLE_KB, so another tenant's rows never leave the database.
+"""
+import json
+from typing import Any, Iterable, Optional
+
+import psycopg
+
+from chalicelib.ids import new_id
+
+# A knowledge base is visible to its owner, to its organisation when shared with
+# it, and to everyone when public.
+VISIBLE_KB = """(kb.owner_id = %(user_id)s
+     OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s)
+     OR kb.visibility = 'public')"""
+WRITABLE_KB = """(kb.owner_id = %(user_id)s
+     OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s))"""
+
+KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
+    kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
+    kb.chunk_overlap, kb.created_at, kb.updated_at"""
+
+KB_STATS = """(SELECT json_build_object(
+        'documentCount', count(*),
+        'chunkCount', coalesce(sum(d.chunk_count), 0),
+        'totalTokens', coalesce(sum(d.token_count), 0),
+        'byStatus', json_build_object(
+            'PENDING', count(*) FILTER (WHERE d.status = 'PENDING'),
+            'PROCESSING', count(*) FILTER (WHERE d.status = 'PROCESSING'),
+            'PROCESSED', count(*) FILTER (WHERE d.status = 'PROCESSED'),
+            'FAILED', count(*) FILTER (WHERE d.status = 'FAILED')),
+        'lastIngestedAt', max(d.processed_at))
+     FROM documents d WHERE d.kb_id = kb.id) AS stats"""
+
+DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
+    error_code, error_message, page_count, chunk_count, token_count, metadata,
+    step_durations, created_at, updated_at, processed_at"""
+
+
+def _scope(principal, **params) -> dict:
+    return {"user_id": principal.user_id, "org_id": principal.org_id, **params}
+
+
+# --- tenants and keys -------------------------------------------------------
+
+def ensure_organization(conn: psycopg.Connection, name: str) -> str:
+    row = conn.execute(
+        "INSERT INTO organizations (id, name) VALUES (%s, %s)"
+        " ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id",
+        (new_id("org"), name),
+    ).fetchone()
+    return row["id"]
+
+
+def ensure_user(conn: psycopg.Connection, org_id: str, name: str) -> str:
+    row = conn.execute(
+        "INSERT INTO users (id, org_id, name) VALUES (%s, %s, %s)"
+        " ON CONFLICT (org_id, name) DO UPDATE SET name = EXCLUDED.name RETURNING id",
+        (new_id("user"), org_id, name),
+    ).fetchone()
+    return row["id"]
+
+
+def insert_api_key(conn: psycopg.Connection, user_id: str, key_hash: str, key_prefix: str) -> str:
+    key_id = new_id("key")
+    conn.execute(
+        "INSERT INTO api_keys (id, user_id, key_hash, key_prefix) VALUES (%s, %s, %s, %s)",
+        (key_id, user_id, key_hash, key_prefix),
+    )
+    return key_id
+
+
+def find_principal(conn: psycopg.Connection, key_hash: str) -> Optional[dict]:
+    return conn.execute(
+        "SELECT u.id AS user_id, u.org_id, k.id AS key_id FROM api_keys k"
+        " JOIN users u ON u.id = k.user_id"
+        " WHERE k.key_hash = %s AND k.revoked_at IS NULL",
+        (key_hash,),
+    ).fetchone()
+
+
+# --- knowledge bases --------------------------------------------------------
+
+def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
+                          visibility: str, provider: str, model: str, dim: int,
+                          chunk_tokens: int, chunk_overlap: int) -> str:
+    kb_id = new_id("kb")
+    conn.execute(
+        "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
+        " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (kb_id, principal.org_id, principal.user_id, name, description, visibility,
+         provider, model, dim, chunk_tokens, chunk_overlap),
+    )
+    return kb_id
+
+
+def get_visible_knowledge_base(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS}, {KB_STATS} FROM knowledge_bases kb"
+        f" WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}",
+        _scope(principal, kb_id=kb_id),
+    ).fetchone()
+
+
+def list_visible_knowledge_bases(conn: psycopg.Connection, principal, *, limit: int,
+                                 after: Optional[str]) -> list[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS}, {KB_STATS} FROM knowledge_bases kb"
+        f" WHERE {VISIBLE_KB} AND (%(after)s::text IS NULL OR kb.id > %(after)s)"
+        " ORDER BY kb.id LIMIT %(limit)s",
+        _scope(principal, limit=limit, after=after),
+    ).fetchall()
+
+
+def get_knowledge_base_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Optional[dict]:
+    """Unscoped read for the ingestion pipeline, which acts for whoever may write the bucket."""
+    return conn.execute(
+        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %s", (kb_id,)
+    ).fetchone()
+
+
+# --- documents --------------------------------------------------------------
+
+def upsert_pending_document(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filename: str,
+                            size_bytes: Optional[int], metadata: dict) -> dict:
+    return conn.execute(
+        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, metadata)"
+        " VALUES (%s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (kb_id, s3_key) DO UPDATE SET status = 'PENDING', size_bytes = EXCLUDED.size_bytes,"
+        "   metadata = EXCLUDED.metadata, error_code = NULL, error_message = NULL, updated_at = now()"
+        f" RETURNING {DOC_COLUMNS}",
+        (new_id("doc"), kb_id, s3_key, filename, size_bytes, json.dumps(metadata)),
+    ).fetchone()
+
+
+def get_document(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
+
+
+def list_documents(conn: psycopg.Connection, kb_id: str, status: Optional[str]) -> list[dict]:
+    return conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s"
+        " AND (%s::text IS NULL OR status = %s) ORDER BY created_at, id",
+        (kb_id, status, status),
+    ).fetchall()
+
+
+def set_document_execution(conn: psycopg.Connection, doc_id: str, execution_arn: str) -> None:
+    conn.execute("UPDATE documents SET execution_arn = %s WHERE id = %s", (execution_arn, doc_id))
+
+
+def mark_document_processing(conn: psycopg.Connection, doc_id: str, *, content_type: str,
+                             content_hash: str, size_bytes: int) -> None:
+    conn.execute(
+        "UPDATE documents SET status = 'PROCESSING', content_type = %s, content_hash = %s,"
+        " size_bytes = %s, error_code = NULL, error_message = NULL, updated_at = now() WHERE id = %s",
+        (content_type, content_hash, size_bytes, doc_id),
+    )
+
+
+def record_step_duration(conn: psycopg.Connection, doc_id: str, step: str, millis: int) -> None:
+    conn.execute(
+        "UPDATE documents SET step_durations = step_durations || jsonb_build_object(%s::text, %s::int)"
+        " WHERE id = %s",
+        (step, millis, doc_id),
+    )
+
+
+def mark_document_failed(conn: psycopg.Connection, doc_id: str, code: str, message: str) -> None:
+    conn.execute(
+        "UPDATE documents SET status = 'FAILED', error_code = %s, error_message = %s,"
+        " updated_at = now() WHERE id = %s",
+        (code, message[:2000], doc_id),
+    )
+
+
+def delete_document_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> int:
+    return conn.execute(
+        "DELETE FROM documents WHERE kb_id = %s AND s3_key = %s", (kb_id, s3_key)
+    ).rowcount
+
+
+# --- chunks -----------------------------------------------------------------
+
+def vector_literal(vector: Iterable[float]) -> str:
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int,
+                            chunks: list[dict], page_count: Optional[int]) -> None:
+    """Swap a document's chunks and mark it PROCESSED in one transaction, so a
+    search sees the old version or the new one, never a mix or a gap."""
+    with conn.transaction():
+        conn.execute("SELECT id FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
+        conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO chunks (document_id, kb_id, chunk_index, content, page, headers,"
+                " start_char, end_char, token_count, metadata, embedding_dim, embedding)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector)",
+                [(doc_id, kb_id, c["chunkIndex"], c["content"], c.get("page"),
+                  json.dumps(c.get("headers", [])), c["startChar"], c["endChar"],
+                  c["tokenCount"], json.dumps(c.get("metadata", {})), dim,
+                  vector_literal(c["embedding"])) for c in chunks],
+            )
+        conn.execute(
+            "UPDATE documents SET status = 'PROCESSED', chunk_count = %s, token_count = %s,"
+            " page_count = %s, processed_at = now(), updated_at = now() WHERE id = %s",
+            (len(chunks), sum(c["tokenCount"] for c in chunks), page_count, doc_id),
+        )
+
+
+def semantic_search(conn: psycopg.Connection, principal, *, kb_id: str, dim: int,
+                    query_vector: list[float], top_k: int) -> list[dict]:
+    """Cosine search through the knowledge base's HNSW index, scoped to what the
+    caller may see. HNSW filters after the scan (pgvector 0.6 has no iterative
+    scan), so a short answer from the index is topped up by an exact scan."""
+    params = _scope(principal, kb_id=kb_id, dim=dim, q=vector_literal(query_vector), k=top_k)
+    sql = f"""
+        SELECT c.content, c.chunk_index, c.page, c.headers, c.metadata, c.document_id,
+               d.filename, 1 - (c.embedding::vector({dim}) <=> %(q)s::vector({dim})) AS similarity
+          FROM chunks c
+          JOIN documents d ON d.id = c.document_id
+          JOIN knowledge_bases kb ON kb.id = c.kb_id
+         WHERE c.kb_id = %(kb_id)s AND c.embedding_dim = %(dim)s AND {VISIBLE_KB}
+         ORDER BY c.embedding::vector({dim}) <=> %(q)s::vector({dim})
+         LIMIT %(k)s"""
+    with conn.transaction():
+        conn.execute("SET LOCAL hnsw.ef_search = %s" % max(40, top_k * 4))
+        rows = conn.execute(sql, params).fetchall()
+        if len(rows) < top_k:
+            conn.execute("SET LOCAL enable_indexscan = off")
+            rows = conn.execute(sql, params).fetchall()
+    return rows

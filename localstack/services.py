@@ -1,0 +1,187 @@
+"""The local stand-ins for AWS: PostgreSQL + pgvector (pgserver), Redis, ministack.
+
+Every service keeps its state under .kb/ so a restart loses nothing."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = Path(os.environ.get("KB_STATE_DIR", ROOT / ".kb"))
+LOGS = STATE / "logs"
+EMULATOR_PORT = int(os.environ.get("KB_EMULATOR_PORT", "4566"))
+REDIS_PORT = int(os.environ.get("KB_REDIS_PORT", "6380"))
+DATABASE = "kb"
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def _pid_alive(pid_file: Path) -> int | None:
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+# --- PostgreSQL ---------------------------------------------------------------
+
+def postgres_up() -> str:
+    """Start (or find) the server and return the service's database URL."""
+    import pgserver
+
+    server = pgserver.get_server(STATE / "pgdata", cleanup_mode=None)
+    if "kb" not in server.psql("SELECT datname FROM pg_database;"):
+        server.psql(f"CREATE DATABASE {DATABASE};")
+    return server.get_uri(DATABASE)
+
+
+def postgres_down() -> bool:
+    pgdata = STATE / "pgdata"
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    from pgserver._commands import pg_ctl
+
+    user = "pgserver" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+    return True
+
+
+def postgres_running() -> bool:
+    pid_file = STATE / "pgdata" / "postmaster.pid"
+    if not pid_file.exists():
+        return False
+    try:
+        os.kill(int(pid_file.read_text().splitlines()[0]), 0)
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+# --- Redis --------------------------------------------------------------------
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server")
+    if not found:
+        raise SystemExit("redis-server is not on PATH: `make up` installs it with apt-get "
+                         "(Debian/Ubuntu: sudo apt-get install redis-server)")
+    return found
+
+
+def redis_url() -> str:
+    return f"redis://127.0.0.1:{REDIS_PORT}/0"
+
+
+def redis_up() -> str:
+    pid_file = STATE / "redis.pid"
+    if not _pid_alive(pid_file):
+        (STATE / "redis").mkdir(parents=True, exist_ok=True)
+        subprocess.run([redis_binary(), "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
+                        "--daemonize", "yes", "--pidfile", str(pid_file), "--dir", str(STATE / "redis"),
+                        "--logfile", str(LOGS / "redis.log"), "--save", "60 1"], check=True)
+        _wait(lambda: _redis_ping(), "redis")
+    return redis_url()
+
+
+def _redis_ping() -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(redis_url(), socket_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
+def redis_down() -> bool:
+    return _stop_pid(STATE / "redis.pid")
+
+
+# --- ministack ----------------------------------------------------------------
+
+def emulator_url() -> str:
+    return f"http://127.0.0.1:{EMULATOR_PORT}"
+
+
+def emulator_healthy() -> bool:
+    try:
+        with urllib.request.urlopen(emulator_url() + "/_localstack/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def emulator_up() -> str:
+    pid_file = STATE / "ministack.pid"
+    if emulator_healthy():
+        return emulator_url()
+    env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(EMULATOR_PORT),
+           "PERSIST_STATE": "1", "STATE_DIR": str(STATE / "ministack"),
+           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    (STATE / "ministack").mkdir(parents=True, exist_ok=True)
+    log = open(LOGS / "ministack.log", "ab")
+    proc = subprocess.Popen([_bin("ministack")], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=STATE)
+    pid_file.write_text(str(proc.pid))
+    _wait(emulator_healthy, "ministack", timeout=60)
+    return emulator_url()
+
+
+def emulator_down() -> bool:
+    return _stop_pid(STATE / "ministack.pid", group=True)
+
+
+# --- helpers ------------------------------------------------------------------
+
+def _stop_pid(pid_file: Path, group: bool = False) -> bool:
+    pid = _pid_alive(pid_file)
+    if not pid:
+        return False
+    try:
+        if group:
+            os.killpg(pid, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+            time.sleep(0.1)
+        except OSError:
+            break
+    else:
+        os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _wait(ready, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(0.3)
+    raise SystemExit(f"{what} did not become ready within {timeout:.0f}s; see {LOGS}")
+
+
+def status() -> dict:
+    return {"postgres": postgres_running(), "redis": bool(_pid_alive(STATE / "redis.pid")) and _redis_ping(),
+            "ministack": emulator_healthy()}
+
+
+def start_all() -> dict:
+    STATE.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    return {"DATABASE_URL": postgres_up(), "REDIS_URL": redis_up(), "AWS_ENDPOINT_URL": emulator_up()}
+
+
+def stop_all() -> dict:
+    return {"ministack": emulator_down(), "redis": redis_down(), "postgres": postgres_down()}

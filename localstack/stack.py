@@ -1,0 +1,171 @@
+"""`make up | down | status | key`: the whole stack on this machine.
+
+    python localstack/stack.py up [--no-demo]   services, migrations, deploy, demo
+    python localstack/stack.py down
+    python localstack/stack.py status
+    python localstack/stack.py key ORG USER
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "localstack"))
+
+import services  # noqa: E402
+
+ENV_FILE = services.STATE / "local.env"
+BUCKET = "kb-documents-local"
+REGION = "us-east-1"
+DEMO_ORG, DEMO_USER, DEMO_KB = "demo-org", "demo-user", "Demo knowledge base"
+SAMPLE = ROOT / "samples" / "getting-started.md"
+SAMPLE_QUERY = "How do I make a file searchable?"
+
+
+def read_env_file() -> dict:
+    if not ENV_FILE.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in ENV_FILE.read_text().splitlines() if "=" in line)
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def write_env_file(values: dict) -> None:
+    ENV_FILE.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+
+def _aws_env(endpoint: str) -> None:
+    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
+                       "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": REGION})
+
+
+def _service_env(urls: dict) -> dict:
+    """What every Lambda gets: endpoints and credentials, nothing else differs from AWS."""
+    return {"DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"],
+            "KB_BUCKET": BUCKET, "EMBEDDING_PROVIDER": "local", "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def api(method: str, url: str, key: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        raise SystemExit(f"{method} {url} answered {err.code}: {err.read().decode(errors='replace')}")
+
+
+def demo_key(database_url: str) -> str:
+    from chalicelib.auth import authenticate, issue_key
+
+    existing = read_env_file().get("KB_API_KEY")
+    if existing and authenticate(existing):
+        return existing
+    return issue_key(DEMO_ORG, DEMO_USER)[1]
+
+
+def run_demo(api_url: str, key: str) -> None:
+    import boto3
+
+    kbs = api("GET", f"{api_url}/knowledge-bases?limit=100", key)["data"]["items"]
+    kb = next((k for k in kbs if k["name"] == DEMO_KB), None) or api(
+        "POST", f"{api_url}/knowledge-bases", key,
+        {"name": DEMO_KB, "description": "Ships with the repository"})["data"]
+    docs_url = f"{api_url}/knowledge-bases/{kb['id']}/documents"
+    docs = api("GET", docs_url, key)["data"]["items"]
+    if not any(d["filename"] == SAMPLE.name and d["status"] == "PROCESSED" for d in docs):
+        s3_key = f"kb/{kb['id']}/{SAMPLE.name}"
+        boto3.client("s3").put_object(Bucket=BUCKET, Key=s3_key, Body=SAMPLE.read_bytes())
+        print(f"uploaded   s3://{BUCKET}/{s3_key}")
+        deadline, status = time.monotonic() + 240, None
+        while time.monotonic() < deadline:
+            docs = api("GET", docs_url, key)["data"]["items"]
+            doc = next((d for d in docs if d["filename"] == SAMPLE.name), None)
+            if doc and doc["status"] != status:
+                status = doc["status"]
+                print(f"document   {doc['id']} {status}")
+            if status in ("PROCESSED", "FAILED"):
+                break
+            time.sleep(1)
+        if status != "PROCESSED":
+            raise SystemExit(f"the sample document did not ingest (status {status}); "
+                             f"see {services.LOGS}/ministack.log")
+    answer = api("POST", f"{api_url}/knowledge-bases/{kb['id']}/search", key,
+                 {"query": SAMPLE_QUERY, "topK": 3})["data"]
+    top = answer["results"][0]
+    print(f"\nsearch     \"{SAMPLE_QUERY}\"")
+    print(f"top hit    {top['source']} chunk {top['chunkIndex']} similarity {top['similarity']:.3f}")
+    print("passage    " + top["content"][:400].replace("\n", "\n           "))
+    print(f"\nknowledge base {kb['id']}")
+
+
+def up(with_demo: bool) -> None:
+    urls = services.start_all()
+    print(f"postgres   {urls['DATABASE_URL']}\nredis      {urls['REDIS_URL']}\n"
+          f"ministack  {urls['AWS_ENDPOINT_URL']}")
+    os.environ.update({"DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"]})
+    from chalicelib.storage.migrate import migrate
+
+    applied = migrate(urls["DATABASE_URL"])
+    print("migrations " + (", ".join(applied) if applied else "up to date"))
+    _aws_env(urls["AWS_ENDPOINT_URL"])
+    import boto3
+    from deploy import deploy
+
+    outputs = deploy(boto3.Session(region_name=REGION), urls["AWS_ENDPOINT_URL"],
+                     _service_env(urls), BUCKET)
+    print(f"deployed   API {outputs['apiId']}, state machine, kb_search, s3://{BUCKET} notifications")
+    key = demo_key(urls["DATABASE_URL"])
+    write_env_file({"KB_API_URL": outputs["apiUrl"], "KB_API_KEY": key, "KB_BUCKET": BUCKET,
+                    "AWS_ENDPOINT_URL": urls["AWS_ENDPOINT_URL"], "AWS_DEFAULT_REGION": REGION,
+                    "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                    "DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"],
+                    "KB_SEARCH_FUNCTION": "kb_search"})
+    if with_demo:
+        run_demo(outputs["apiUrl"], key)
+    print(f"\nKB_API_URL={outputs['apiUrl']}\nKB_API_KEY={key}\n(written to {ENV_FILE})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_cmd = sub.add_parser("up")
+    up_cmd.add_argument("--no-demo", action="store_true", help="skip the sample ingestion and search")
+    sub.add_parser("down")
+    sub.add_parser("status")
+    key_cmd = sub.add_parser("key")
+    key_cmd.add_argument("org")
+    key_cmd.add_argument("user")
+    args = parser.parse_args()
+    if args.command == "up":
+        up(with_demo=not args.no_demo)
+    elif args.command == "down":
+        for name, stopped in services.stop_all().items():
+            print(f"{name:10} {'stopped' if stopped else 'was not running'}")
+    elif args.command == "status":
+        state = services.status()
+        for name, running in state.items():
+            print(f"{name:10} {'running' if running else 'stopped'}")
+        env = read_env_file()
+        if env.get("KB_API_URL"):
+            print(f"{'api':10} {env['KB_API_URL']}")
+        sys.exit(0 if all(state.values()) else 1)
+    elif args.command == "key":
+        if not services.postgres_running():
+            raise SystemExit("the stack is not running: run `make up` first")
+        os.environ["DATABASE_URL"] = services.postgres_up()
+        from chalicelib.auth import issue_key
+
+        principal, key = issue_key(args.org, args.user)
+        print(key)
+
+
+if __name__ == "__main__":
+    main()
