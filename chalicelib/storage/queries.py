@@ -219,19 +219,21 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_id: str, dim: int
     caller may see. HNSW filters after the scan (pgvector 0.6 has no iterative
     scan), so a short answer from the index is topped up by an exact scan."""
     params = _scope(principal, kb_id=kb_id, dim=dim, q=vector_literal(query_vector), k=top_k)
+    distance = f"c.embedding::vector({dim}) <=> %(q)s::vector({dim})"
     sql = f"""
         SELECT c.content, c.chunk_index, c.page, c.headers, c.metadata, c.document_id,
-               d.filename, 1 - (c.embedding::vector({dim}) <=> %(q)s::vector({dim})) AS similarity
+               d.filename, 1 - ({distance}) AS similarity
           FROM chunks c
           JOIN documents d ON d.id = c.document_id
           JOIN knowledge_bases kb ON kb.id = c.kb_id
          WHERE c.kb_id = %(kb_id)s AND c.embedding_dim = %(dim)s AND {VISIBLE_KB}
-         ORDER BY c.embedding::vector({dim}) <=> %(q)s::vector({dim})
+         ORDER BY {{order}}
          LIMIT %(k)s"""
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.ef_search = %s" % max(40, top_k * 4))
-        rows = conn.execute(sql, params).fetchall()
+        rows = conn.execute(sql.format(order=distance), params).fetchall()
         if len(rows) < top_k:
-            conn.execute("SET LOCAL enable_indexscan = off")
-            rows = conn.execute(sql, params).fetchall()
+            # "+ 0" hides the expression from the HNSW index: an exact scan of the
+            # knowledge base's own rows (found through chunks_kb_idx).
+            rows = conn.execute(sql.format(order=f"({distance}) + 0"), params).fetchall()
     return rows

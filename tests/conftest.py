@@ -1,0 +1,30 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SHARED_DATA = ROOT.parent / "shared" / "data"
+LOCAL_ENV = ROOT / ".kb" / "local.env"
+
+
+def read_local_env() -> dict:
+    if not LOCAL_ENV.exists():
+        pytest.fail(f"{LOCAL_ENV} is missing: the local stack is not up (run `make up` or `make test`)")
+    pairs = (line.split("=", 1) for line in LOCAL_ENV.read_text().splitlines() if "=" in line)
+    return {k: v for k, v in pairs}
+
+
+@pytest.fixture(scope="session")
+def local_env() -> dict:
+    return read_local_env()
+
+
+@pytest.fixture(scope="session")
+def shared_docs() -> Path:
+    docs = SHARED_DATA / "docs"
+    if not docs.is_dir():
+        pytest.fail(f"{docs} is missing: the shared data sits beside the repository")
+    return docs

@@ -1,0 +1,56 @@
+"""Integration tests: the service code in-process against the real PostgreSQL + pgvector
+and Redis of the local stack, in a database of their own."""
+import secrets
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+
+from chalicelib.storage import db
+from chalicelib.storage.migrate import migrate
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture(scope="session")
+def database_url(local_env):
+    name = f"kb_it_{secrets.token_hex(4)}"
+    admin = local_env["DATABASE_URL"]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = _with_database(admin, name)
+    yield url
+    db.reset()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def migrated(database_url):
+    first = migrate(database_url)
+    return first
+
+
+@pytest.fixture
+def service_env(monkeypatch, migrated, database_url, local_env):
+    """Point the service at the test database and a Redis database of its own."""
+    redis_url = local_env["REDIS_URL"].rsplit("/", 1)[0] + "/15"
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    db.reset()
+    from chalicelib.retrieval import cache
+    monkeypatch.setattr(cache, "_client", None)
+    redis.Redis.from_url(redis_url).flushdb()
+    yield {"DATABASE_URL": database_url, "REDIS_URL": redis_url}
+    db.reset()
+
+
+@pytest.fixture
+def tenant(service_env):
+    from chalicelib.auth import issue_key
+
+    return issue_key(f"org-{secrets.token_hex(4)}", "alice")

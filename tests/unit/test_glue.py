@@ -1,0 +1,40 @@
+"""Pure pieces of the AWS glue: S3 keys, Step Functions errors, bearer tokens."""
+import json
+
+from chalicelib.auth import bearer_token
+from chalicelib.ingestion.errors import IngestionError
+from chalicelib.ingestion.objects import event_key, parse_document_key
+from chalicelib.ingestion.steps import failure_from_error
+
+
+def test_document_keys_name_their_knowledge_base():
+    assert parse_document_key("kb/kb_abc123/reports/q1.pdf") == ("kb_abc123", "reports/q1.pdf")
+    assert parse_document_key("kb/kb_abc123/") is None
+    assert parse_document_key("_pipeline/doc_1/run/x.json") is None
+    assert parse_document_key("kb/not-a-kb/x.txt") is None
+
+
+def test_event_keys_are_url_decoded():
+    record = {"s3": {"object": {"key": "kb/kb_1/my+file%C3%A9.txt"}}}
+    assert event_key(record) == "kb/kb_1/my fileé.txt"
+
+
+def test_ingestion_errors_keep_their_code_through_step_functions():
+    err = IngestionError("ENCRYPTED", "the PDF needs a password")
+    cause = json.dumps({"errorType": "IngestionError", "errorMessage": str(err)})
+    assert failure_from_error({"Error": "IngestionError", "Cause": cause}) == (
+        "ENCRYPTED", "the PDF needs a password")
+
+
+def test_other_errors_become_internal_errors_with_their_name():
+    code, message = failure_from_error({"Error": "KeyError", "Cause": '{"errorMessage": "x"}'})
+    assert code == "INTERNAL_ERROR" and message.startswith("KeyError")
+    assert failure_from_error({"Error": "States.Timeout", "Cause": ""})[0] == "TIMEOUT"
+
+
+def test_bearer_tokens():
+    assert bearer_token("Bearer abc") == "abc"
+    assert bearer_token("bearer   abc ") == "abc"
+    assert bearer_token("Basic abc") is None
+    assert bearer_token("Bearer ") is None
+    assert bearer_token(None) is None
