@@ -124,20 +124,24 @@ def mark_failed_step(event: dict) -> dict:
 
 
 def failure_from_error(error: dict) -> tuple[str, str]:
-    """(code, message) from the Error/Cause that a Catch put into the state."""
+    """(code, message) from the Error/Cause that a Catch put into the state.
+
+    An IngestionError's message is JSON with its code. AWS names the error after
+    the exception class; ministack's warm workers call every handler error
+    Runtime.HandlerError, so the message is parsed whatever the name."""
     name, cause = error.get("Error", "INTERNAL_ERROR"), error.get("Cause", "")
     try:
         detail = json.loads(cause)
     except (TypeError, ValueError):
         detail = {"errorMessage": cause}
     message = detail.get("errorMessage", "") if isinstance(detail, dict) else str(detail)
-    if name == "IngestionError":
-        try:
-            parsed = json.loads(message)
-            return parsed["code"], parsed["message"]
-        except (TypeError, ValueError, KeyError):
-            pass
-    if name == "States.Timeout":
+    try:
+        parsed = json.loads(message)
+        if isinstance(parsed, dict) and {"code", "message"} <= parsed.keys():
+            return str(parsed["code"]), str(parsed["message"])
+    except (TypeError, ValueError):
+        pass
+    if name == "States.Timeout" or name == "Sandbox.Timedout":
         return "TIMEOUT", "a pipeline step ran out of time"
     return "INTERNAL_ERROR", f"{name}: {message}"[:2000]
 

@@ -38,3 +38,10 @@ def test_bearer_tokens():
     assert bearer_token("Basic abc") is None
     assert bearer_token("Bearer ") is None
     assert bearer_token(None) is None
+
+
+def test_ingestion_errors_keep_their_code_when_the_runtime_renames_the_error():
+    err = IngestionError("UNSUPPORTED_TYPE", "logo.png: binary content")
+    cause = json.dumps({"errorType": "Runtime.HandlerError", "errorMessage": str(err)})
+    assert failure_from_error({"Error": "Runtime.HandlerError", "Cause": cause}) == (
+        "UNSUPPORTED_TYPE", "logo.png: binary content")

@@ -1,0 +1,82 @@
+"""End-to-end tests: the deployed stack on the emulator, over HTTP and S3 only."""
+import json
+import secrets
+import time
+
+import boto3
+import pytest
+import requests
+
+pytestmark = pytest.mark.e2e
+
+
+class Api:
+    def __init__(self, base_url: str, key: str | None):
+        self.base_url, self.key = base_url, key
+
+    def call(self, method: str, path: str, body=None, key: str | None = "default", **kwargs):
+        key = self.key if key == "default" else key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return requests.request(method, self.base_url + path, json=body, headers=headers,
+                                timeout=120, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def aws(local_env):
+    return boto3.Session(aws_access_key_id=local_env["AWS_ACCESS_KEY_ID"],
+                         aws_secret_access_key=local_env["AWS_SECRET_ACCESS_KEY"],
+                         region_name=local_env["AWS_DEFAULT_REGION"])
+
+
+@pytest.fixture(scope="session")
+def s3(aws, local_env):
+    return aws.client("s3", endpoint_url=local_env["AWS_ENDPOINT_URL"])
+
+
+@pytest.fixture(scope="session")
+def lambda_client(aws, local_env):
+    return aws.client("lambda", endpoint_url=local_env["AWS_ENDPOINT_URL"])
+
+
+def new_key(local_env, org: str, user: str) -> str:
+    """A key for a fresh tenant, issued as `make key` does."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([sys.executable, str(ROOT / "localstack" / "stack.py"), "key", org, user],
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def api(local_env):
+    key = new_key(local_env, f"e2e-{secrets.token_hex(4)}", "tester")
+    return Api(local_env["KB_API_URL"], key)
+
+
+@pytest.fixture(scope="session")
+def stranger(local_env):
+    return Api(local_env["KB_API_URL"], new_key(local_env, f"e2e-other-{secrets.token_hex(4)}", "eve"))
+
+
+def wait_for_status(api: Api, kb_id: str, filename: str, wanted=("PROCESSED", "FAILED"),
+                    timeout: float = 120) -> tuple[dict, list[str]]:
+    """Poll the documents list; returns the document and every status seen."""
+    seen, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = api.call("GET", f"/knowledge-bases/{kb_id}/documents").json()["data"]["items"]
+        doc = next((d for d in items if d["filename"] == filename), None)
+        if doc and (not seen or seen[-1] != doc["status"]):
+            seen.append(doc["status"])
+        if doc and doc["status"] in wanted:
+            return doc, seen
+        time.sleep(0.25)
+    raise AssertionError(f"{filename} did not reach {wanted} within {timeout}s; saw {seen}")
+
+
+def invoke(lambda_client, payload: dict) -> dict:
+    answer = lambda_client.invoke(FunctionName="kb_search", Payload=json.dumps(payload).encode())
+    assert "FunctionError" not in answer, answer["Payload"].read()
+    return json.loads(answer["Payload"].read())
