@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +20,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "localstack"))
 
 import services  # noqa: E402
+
+# pgserver warns that XDG_RUNTIME_DIR is unset on servers; it then uses /tmp, which is fine.
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 ENV_FILE = services.STATE / "local.env"
 BUCKET = "kb-documents-local"
@@ -156,7 +160,7 @@ def main() -> None:
         env = read_env_file()
         if env.get("KB_API_URL"):
             print(f"{'api':10} {env['KB_API_URL']}")
-        sys.exit(0 if all(state.values()) else 1)
+
     elif args.command == "key":
         if not services.postgres_running():
             raise SystemExit("the stack is not running: run `make up` first")
