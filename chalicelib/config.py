@@ -18,6 +18,10 @@ class Settings:
     default_chunk_tokens: int
     default_chunk_overlap: int
     work_prefix: str
+    max_file_bytes: int
+    max_uncompressed_bytes: int
+    max_pages: int
+    openai_base_url: str
 
 
 def load_settings() -> Settings:
@@ -32,4 +36,8 @@ def load_settings() -> Settings:
         default_chunk_tokens=int(env.get("CHUNK_TOKENS", "500")),
         default_chunk_overlap=int(env.get("CHUNK_OVERLAP_TOKENS", "50")),
         work_prefix=env.get("PIPELINE_WORK_PREFIX", "_pipeline/"),
+        max_file_bytes=int(env.get("MAX_FILE_BYTES", str(100 * 1024 * 1024))),
+        max_uncompressed_bytes=int(env.get("MAX_UNCOMPRESSED_BYTES", str(512 * 1024 * 1024))),
+        max_pages=int(env.get("MAX_PAGES", "5000")),
+        openai_base_url=env.get("OPENAI_BASE_URL", ""),
     )

@@ -18,10 +18,22 @@ def create_knowledge_base(principal):
     visibility = string_field(body, "visibility", required=False, max_length=10, default="private")
     if visibility not in VISIBILITIES:
         raise invalid("visibility", f"must be one of {', '.join(VISIBILITIES)}")
-    kb = kbs.create_knowledge_base(
-        principal, name=string_field(body, "name", required=True, max_length=200),
-        description=string_field(body, "description", required=False, max_length=2000),
-        visibility=visibility)
+    embedding = body.get("embedding") or {}
+    if not isinstance(embedding, dict):
+        raise invalid("embedding", "must be an object {provider, model}")
+    chunking = body.get("chunking") or {}
+    if not isinstance(chunking, dict):
+        raise invalid("chunking", "must be an object {chunkTokens, chunkOverlap}")
+    try:
+        kb = kbs.create_knowledge_base(
+            principal, name=string_field(body, "name", required=True, max_length=200),
+            description=string_field(body, "description", required=False, max_length=2000),
+            visibility=visibility,
+            provider=string_field(embedding, "provider", required=False, max_length=40) or None,
+            model=string_field(embedding, "model", required=False, max_length=100) or None,
+            chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"))
+    except ValueError as err:  # the message starts with the field's name
+        raise ApiError(400, "INVALID_INPUT", str(err)) from None
     return ok(kb, status=201)
 
 

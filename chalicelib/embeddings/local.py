@@ -11,11 +11,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 class LocalMiniLM:
     name = "local"
-    model = "all-MiniLM-L6-v2"
+    default_model = model = "all-MiniLM-L6-v2"
+    models = (default_model,)
     dimension = 384
     batch_size = 64
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = default_model) -> None:
         self._model = None
         self._lock = threading.Lock()
 

@@ -1,4 +1,4 @@
-from typing import Protocol, Sequence
+from typing import Optional, Protocol, Sequence
 
 
 class EmbeddingProvider(Protocol):
@@ -11,15 +11,22 @@ class EmbeddingProvider(Protocol):
     def embed_query(self, text: str) -> list[float]: ...
 
 
-_providers: dict[str, EmbeddingProvider] = {}
+PROVIDERS = ("local", "openai")
+_providers: dict[tuple[str, Optional[str]], EmbeddingProvider] = {}
 
 
-def get_provider(name: str = "local") -> EmbeddingProvider:
-    """The provider by name, created once per warm worker (loading a model is slow)."""
-    if name not in _providers:
-        if name == "local":
-            from chalicelib.embeddings.local import LocalMiniLM
-            _providers[name] = LocalMiniLM()
-        else:
-            raise ValueError(f"unknown embedding provider {name!r}; known: local")
-    return _providers[name]
+def get_provider(name: str = "local", model: Optional[str] = None) -> EmbeddingProvider:
+    """The provider by name (and model), created once per warm worker: loading a
+    model or a client is slow."""
+    if name not in PROVIDERS:
+        raise ValueError(f"embedding.provider: unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
+    if name == "local":
+        from chalicelib.embeddings.local import LocalMiniLM as factory
+    else:
+        from chalicelib.embeddings.openai_provider import OpenAIEmbeddings as factory
+    model = model or factory.default_model
+    if model not in factory.models:
+        raise ValueError(f"embedding.model: {name} offers {', '.join(factory.models)}, not {model!r}")
+    if (name, model) not in _providers:
+        _providers[(name, model)] = factory(model)
+    return _providers[(name, model)]

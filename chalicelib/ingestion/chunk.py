@@ -23,10 +23,10 @@ class _Unit:
 
 
 def validate_sizes(chunk_tokens: int, overlap: int) -> None:
-    if not 50 <= chunk_tokens <= 8000:
-        raise ValueError("chunkTokens must be between 50 and 8000")
-    if not 0 <= overlap < chunk_tokens // 2 + 1:
-        raise ValueError("chunkOverlap must be at least 0 and at most half of chunkTokens")
+    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not 50 <= chunk_tokens <= 8000:
+        raise ValueError("chunking.chunkTokens: must be an integer between 50 and 8000")
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap <= chunk_tokens // 2:
+        raise ValueError("chunking.chunkOverlap: must be an integer from 0 to half of chunkTokens")
 
 
 def _units(text: str, base: int, max_tokens: int) -> list[_Unit]:

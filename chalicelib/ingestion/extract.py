@@ -68,11 +68,21 @@ def decode_text(data: bytes) -> str:
         return data.decode("latin-1")
 
 
-def extract(data: bytes, filename: str) -> Extracted:
+@dataclass(frozen=True)
+class Limits:
+    max_pages: int = 5000
+    max_uncompressed_bytes: int = 512 * 1024 * 1024
+
+
+def extract(data: bytes, filename: str, limits: Limits = Limits()) -> Extracted:
     content_type = sniff_type(data, filename)
-    extractor = {PDF: _extract_pdf, DOCX: _extract_docx, MARKDOWN: _extract_markdown,
-                 HTML: _extract_html, TEXT: _extract_text}[content_type]
-    extracted = extractor(data)
+    if content_type == PDF:
+        extracted = _extract_pdf(data, limits.max_pages)
+    elif content_type == DOCX:
+        _check_uncompressed_size(data, limits.max_uncompressed_bytes)
+        extracted = _extract_docx(data)
+    else:
+        extracted = {MARKDOWN: _extract_markdown, HTML: _extract_html, TEXT: _extract_text}[content_type](data)
     extracted.sections = [s for s in extracted.sections if s.text.strip()]
     if not extracted.sections:
         raise IngestionError("NO_TEXT", f"{filename}: no text could be extracted")
@@ -104,27 +114,67 @@ def _extract_markdown(data: bytes) -> Extracted:
     return Extracted(MARKDOWN, sections)
 
 
-def _extract_pdf(data: bytes) -> Extracted:
+def _extract_pdf(data: bytes, max_pages: int) -> Extracted:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import PdfReadError, PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data))
+        # An empty user password opens many "protected" PDFs; decrypt returns 0 when it does not.
         if reader.is_encrypted and not reader.decrypt(""):
-            raise IngestionError("ENCRYPTED", "the PDF needs a password")
+            raise IngestionError("ENCRYPTED", "the PDF is encrypted and needs a password")
+        if len(reader.pages) > max_pages:
+            raise IngestionError("TOO_MANY_PAGES",
+                                 f"the PDF has {len(reader.pages)} pages; the limit is {max_pages}")
         pages = [page.extract_text() or "" for page in reader.pages]
     except IngestionError:
         raise
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise IngestionError("CORRUPT_FILE", f"the PDF could not be read: {exc}") from exc
     return Extracted(PDF, [Section(text, page=i + 1) for i, text in enumerate(pages)], len(pages))
+
+
+def _check_uncompressed_size(data: bytes, limit: int) -> None:
+    """Refuse a zip bomb before anything inflates it: the sizes come from the
+    archive's directory, and inflation stops anyway once the limit is passed."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        declared = sum(info.file_size for info in zf.infolist())
+        if declared > limit:
+            raise IngestionError("UNCOMPRESSED_TOO_LARGE",
+                                 f"the DOCX would inflate to {declared} bytes; the limit is {limit}")
+        total = 0
+        for info in zf.infolist():
+            with zf.open(info) as part:
+                while chunk := part.read(1 << 20):
+                    total += len(chunk)
+                    if total > limit:
+                        raise IngestionError("UNCOMPRESSED_TOO_LARGE",
+                                             f"the DOCX inflates past {limit} bytes")
+
+
+def _header_footer_lines(document) -> tuple[list[str], list[str]]:
+    """Each distinct header and footer text once, however many sections repeat it."""
+    headers, footers = [], []
+    for section in document.sections:
+        for part, bucket in ((section.header, headers), (section.footer, footers)):
+            if part.is_linked_to_previous:
+                continue
+            text = "\n".join(p.text for p in part.paragraphs if p.text.strip())
+            if text and text not in bucket:
+                bucket.append(text)
+    return headers, footers
 
 
 def _extract_docx(data: bytes) -> Extracted:
     import docx
 
-    document = docx.Document(io.BytesIO(data))
-    sections, path, lines = [], [], []
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # python-docx raises bare KeyError/ValueError/lxml errors
+        raise IngestionError("CORRUPT_FILE", f"the DOCX could not be read: {exc}") from exc
+    page_headers, page_footers = _header_footer_lines(document)
+    sections, path = [], []
+    lines = list(page_headers)
     for block in document.element.body.iterchildren():
         tag = block.tag.rsplit("}", 1)[-1]
         if tag == "p":
@@ -140,8 +190,13 @@ def _extract_docx(data: bytes) -> Extracted:
         elif tag == "tbl":
             table = docx.table.Table(block, document)
             for row in table.rows:
-                lines.append(" | ".join(cell.text.strip() for cell in row.cells))
-    sections.append(Section("\n".join(lines), headers=list(path)))
+                cells = []
+                for cell in row.cells:  # merged cells repeat; keep each once
+                    text = cell.text.strip()
+                    if not cells or cells[-1] != text:
+                        cells.append(text)
+                lines.append(" | ".join(cells))
+    sections.append(Section("\n".join(lines + page_footers), headers=list(path)))
     return Extracted(DOCX, sections)
 
 

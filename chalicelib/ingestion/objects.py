@@ -4,8 +4,11 @@ import re
 from typing import Optional
 from urllib.parse import unquote_plus
 
+from botocore.exceptions import ClientError
+
 from chalicelib.aws import client
 
+SIDECAR_SUFFIX = ".metadata.json"
 _DOCUMENT_KEY = re.compile(r"^kb/(?P<kb_id>kb_[A-Za-z0-9]+)/(?P<path>.+)$")
 
 
@@ -28,6 +31,42 @@ def work_key(work_prefix: str, doc_id: str, run_id: str, name: str) -> str:
 
 def read_bytes(bucket: str, key: str) -> bytes:
     return client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+def head(bucket: str, key: str) -> dict:
+    return client("s3").head_object(Bucket=bucket, Key=key)
+
+
+def read_sidecar_metadata(bucket: str, key: str) -> dict:
+    """Attributes from `<key>.metadata.json` in the Bedrock knowledge-base form
+    {"metadataAttributes": {...}}; typed values ({"value": {"type", "stringValue"}}) are unwrapped."""
+    from chalicelib.ingestion.errors import IngestionError
+
+    s3 = client("s3")
+    try:
+        raw = s3.get_object(Bucket=bucket, Key=key + SIDECAR_SUFFIX)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return {}
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return {}
+        raise
+    try:
+        attributes = json.loads(raw).get("metadataAttributes", {})
+        if not isinstance(attributes, dict):
+            raise ValueError("metadataAttributes must be an object")
+    except (ValueError, AttributeError) as exc:
+        raise IngestionError("INVALID_METADATA", f"{key}{SIDECAR_SUFFIX}: {exc}") from exc
+    return {name: _unwrap(value) for name, value in attributes.items()}
+
+
+def _unwrap(value):
+    if isinstance(value, dict) and isinstance(value.get("value"), dict):
+        typed = value["value"]
+        for field in ("stringValue", "numberValue", "booleanValue", "stringListValue"):
+            if field in typed:
+                return typed[field]
+    return value
 
 
 def read_json(bucket: str, key: str):

@@ -17,7 +17,7 @@ from chalicelib.embeddings import get_provider
 from chalicelib.ingestion import objects
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.extract import Extracted, extract
+from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.storage import connection, queries
 
 logger = logging.getLogger(__name__)
@@ -55,35 +55,61 @@ def _knowledge_base(conn, kb_id: str) -> dict:
     return kb
 
 
+def _failed(event: dict, err: IngestionError) -> dict:
+    """A document that cannot be ingested is an answer, not a fault: the state
+    machine routes it to MarkFailed without retrying."""
+    return {**event, "outcome": "FAILED", "failure": {"code": err.code, "message": err.message}}
+
+
 def extract_step(event: dict) -> dict:
+    settings = load_settings()
+    bucket, key, doc_id, run_id = event["bucket"], event["key"], event["documentId"], event["runId"]
     with _step(event, "extract"):
-        data = objects.read_bytes(event["bucket"], event["key"])
-        extracted = extract(data, event["key"].rsplit("/", 1)[-1])
+        try:
+            head = objects.head(bucket, key)
+            if head["ContentLength"] > settings.max_file_bytes:
+                raise IngestionError("FILE_TOO_LARGE", f"the file has {head['ContentLength']} bytes;"
+                                                       f" the limit is {settings.max_file_bytes}")
+            metadata = {**head.get("Metadata", {}), **objects.read_sidecar_metadata(bucket, key)}
+            data = objects.read_bytes(bucket, key)
+            content_hash = hashlib.sha256(data).hexdigest()
+            with connection() as conn:
+                doc = queries.get_document(conn, doc_id)
+                if doc is None or doc["current_run_id"] != run_id:
+                    return {**event, "outcome": "UNCHANGED", "superseded": True}
+                if doc["indexed_hash"] == content_hash:
+                    queries.mark_document_unchanged(conn, doc_id, run_id, metadata)
+                    return {**event, "outcome": "UNCHANGED"}
+                queries.mark_document_processing(conn, doc_id, run_id, content_hash=content_hash,
+                                                  size_bytes=len(data), metadata=metadata)
+            extracted = extract(data, key.rsplit("/", 1)[-1],
+                                Limits(settings.max_pages, settings.max_uncompressed_bytes))
+        except IngestionError as err:
+            return _failed(event, err)
         with connection() as conn:
-            queries.mark_document_processing(
-                conn, event["documentId"], content_type=extracted.content_type,
-                content_hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
-        extracted_key = objects.write_json(event["bucket"], _work_key(event, "extracted.json"),
-                                           extracted.to_dict())
-    return {**event, "extractedKey": extracted_key, "pageCount": extracted.page_count}
+            queries.set_document_content_type(conn, doc_id, extracted.content_type)
+        extracted_key = objects.write_json(bucket, _work_key(event, "extracted.json"), extracted.to_dict())
+    return {**event, "outcome": "EXTRACTED", "extractedKey": extracted_key,
+            "pageCount": extracted.page_count, "contentHash": content_hash}
 
 
 def chunk_step(event: dict) -> dict:
     with _step(event, "chunk"):
         with connection() as conn:
-            kb = _knowledge_base(conn, event["kbId"])
+            kb = queries.get_knowledge_base_for_pipeline(conn, event["kbId"])
             doc = queries.get_document(conn, event["documentId"])
+        if kb is None or doc is None:
+            return _failed(event, IngestionError("KB_NOT_FOUND", "the knowledge base or document was deleted"))
         extracted = Extracted.from_dict(objects.read_json(event["bucket"], event["extractedKey"]))
-        chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"],
-                                doc["metadata"] if doc else {})
+        chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], doc["metadata"])
         if not chunks:
-            raise IngestionError("NO_TEXT", "the document has no text to index")
+            return _failed(event, IngestionError("NO_TEXT", "the document has no text to index"))
         batches = [
             objects.write_json(event["bucket"], _work_key(event, f"chunks-{i:05d}.json"),
                                chunks[start:start + EMBED_BATCH])
             for i, start in enumerate(range(0, len(chunks), EMBED_BATCH))
         ]
-    return {**event, "batches": batches, "chunkCount": len(chunks)}
+    return {**event, "outcome": "CHUNKED", "batches": batches, "chunkCount": len(chunks)}
 
 
 def embed_step(event: dict) -> str:
@@ -92,7 +118,8 @@ def embed_step(event: dict) -> str:
         with connection() as conn:
             kb = _knowledge_base(conn, event["kbId"])
         chunks = objects.read_json(event["bucket"], event["batchKey"])
-        vectors = get_provider(kb["embedding_provider"]).embed_documents([c["content"] for c in chunks])
+        vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
+            [c["content"] for c in chunks])
         for chunk, vector in zip(chunks, vectors):
             chunk["embedding"] = vector
         return objects.write_json(event["bucket"], event["batchKey"].replace("chunks-", "embedded-"), chunks)
@@ -103,22 +130,28 @@ def store_step(event: dict) -> dict:
         chunks = [c for key in event["embedded"] for c in objects.read_json(event["bucket"], key)]
         with connection() as conn:
             kb = _knowledge_base(conn, event["kbId"])
-            queries.replace_document_chunks(conn, doc_id=event["documentId"], kb_id=event["kbId"],
-                                            dim=kb["embedding_dim"], chunks=chunks,
-                                            page_count=event.get("pageCount"))
-    return {k: v for k, v in event.items() if k not in ("embedded", "batches")}
+            stored = queries.replace_document_chunks(
+                conn, doc_id=event["documentId"], kb_id=event["kbId"], dim=kb["embedding_dim"],
+                chunks=chunks, page_count=event.get("pageCount"), run_id=event["runId"],
+                content_hash=event.get("contentHash"))
+    slim = {k: v for k, v in event.items() if k not in ("embedded", "batches")}
+    return {**slim, "outcome": "STORED" if stored else "SUPERSEDED"}
 
 
 def finalize_step(event: dict) -> dict:
     _clean_work(event)
-    return {"documentId": event["documentId"], "status": "PROCESSED", "chunkCount": event.get("chunkCount")}
+    return {"documentId": event["documentId"], "outcome": event.get("outcome"),
+            "chunkCount": event.get("chunkCount")}
 
 
 def mark_failed_step(event: dict) -> dict:
-    code, message = failure_from_error(event.get("error") or {})
+    if event.get("failure"):
+        code, message = event["failure"]["code"], event["failure"]["message"]
+    else:
+        code, message = failure_from_error(event.get("error") or {})
     logger.warning("document %s failed: %s %s", event.get("documentId"), code, message)
     with connection() as conn:
-        queries.mark_document_failed(conn, event["documentId"], code, message)
+        queries.mark_document_failed(conn, event["documentId"], event["runId"], code, message)
     _clean_work(event)
     return {"documentId": event["documentId"], "status": "FAILED", "errorCode": code}
 

@@ -3,6 +3,7 @@ from typing import Optional
 from chalicelib.auth import Principal
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
+from chalicelib.ingestion.chunk import validate_sizes
 from chalicelib.storage import connection, queries
 
 DOCUMENT_STATUSES = ("PENDING", "PROCESSING", "PROCESSED", "FAILED")
@@ -45,14 +46,22 @@ def document_view(row: dict) -> dict:
 
 
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
-                          visibility: str = "private") -> dict:
+                          visibility: str = "private", provider: Optional[str] = None,
+                          model: Optional[str] = None, chunk_tokens: Optional[int] = None,
+                          chunk_overlap: Optional[int] = None) -> dict:
+    """A knowledge base whose embedding model (and so dimension) is fixed for good.
+    Raises ValueError naming the field when a setting is not valid."""
     settings = load_settings()
-    provider = get_provider(settings.embedding_provider)
+    embedder = get_provider(provider or settings.embedding_provider, model)
+    chunk_tokens = settings.default_chunk_tokens if chunk_tokens is None else chunk_tokens
+    chunk_overlap = settings.default_chunk_overlap if chunk_overlap is None else chunk_overlap
+    validate_sizes(chunk_tokens, chunk_overlap)
     with connection() as conn:
+        queries.ensure_vector_index(conn, embedder.dimension)
         kb_id = queries.insert_knowledge_base(
             conn, principal, name=name, description=description, visibility=visibility,
-            provider=provider.name, model=provider.model, dim=provider.dimension,
-            chunk_tokens=settings.default_chunk_tokens, chunk_overlap=settings.default_chunk_overlap)
+            provider=embedder.name, model=embedder.model, dim=embedder.dimension,
+            chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
         return kb_view(queries.get_visible_knowledge_base(conn, principal, kb_id))
 
 

@@ -24,7 +24,7 @@ def search_knowledge_base(principal: Principal, request: SearchRequest) -> dict:
         kb = queries.get_visible_knowledge_base(conn, principal, request.knowledge_base_id)
     if kb is None:
         raise KnowledgeBaseNotFound(request.knowledge_base_id)
-    provider = get_provider(kb["embedding_provider"])
+    provider = get_provider(kb["embedding_provider"], kb["embedding_model"])
     vector, cached = cached_embedding(provider.name, kb["embedding_model"], request.query,
                                       provider.embed_query)
     with connection() as conn:

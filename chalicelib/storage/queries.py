@@ -36,7 +36,7 @@ KB_STATS = """(SELECT json_build_object(
 
 DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
-    step_durations, created_at, updated_at, processed_at"""
+    step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id"""
 
 
 def _scope(principal, **params) -> dict:
@@ -97,6 +97,15 @@ def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, des
     return kb_id
 
 
+def ensure_vector_index(conn: psycopg.Connection, dim: int) -> None:
+    """An HNSW index for chunks of this dimension (partial, over a cast expression)."""
+    if not isinstance(dim, int) or not 0 < dim <= 2000:  # HNSW's limit for vector
+        raise ValueError(f"embedding.model: dimension {dim} cannot be indexed with HNSW (max 2000)")
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS chunks_embedding_{dim}_hnsw ON chunks"
+        f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}")
+
+
 def get_visible_knowledge_base(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
     return conn.execute(
         f"SELECT {KB_COLUMNS}, {KB_STATS} FROM knowledge_bases kb"
@@ -125,15 +134,23 @@ def get_knowledge_base_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Opt
 # --- documents --------------------------------------------------------------
 
 def upsert_pending_document(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filename: str,
-                            size_bytes: Optional[int], metadata: dict) -> dict:
+                            size_bytes: Optional[int], run_id: Optional[str] = None) -> dict:
+    """The document for an S3 key, now PENDING and owned by run_id. Its chunks stay
+    searchable until a run replaces them."""
     return conn.execute(
-        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, metadata)"
+        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id)"
         " VALUES (%s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (kb_id, s3_key) DO UPDATE SET status = 'PENDING', size_bytes = EXCLUDED.size_bytes,"
-        "   metadata = EXCLUDED.metadata, error_code = NULL, error_message = NULL, updated_at = now()"
+        "   current_run_id = EXCLUDED.current_run_id, error_code = NULL, error_message = NULL,"
+        "   updated_at = now()"
         f" RETURNING {DOC_COLUMNS}",
-        (new_id("doc"), kb_id, s3_key, filename, size_bytes, json.dumps(metadata)),
+        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id),
     ).fetchone()
+
+
+def find_document_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> Optional[dict]:
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s AND s3_key = %s",
+                        (kb_id, s3_key)).fetchone()
 
 
 def get_document(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:
@@ -152,13 +169,33 @@ def set_document_execution(conn: psycopg.Connection, doc_id: str, execution_arn:
     conn.execute("UPDATE documents SET execution_arn = %s WHERE id = %s", (execution_arn, doc_id))
 
 
-def mark_document_processing(conn: psycopg.Connection, doc_id: str, *, content_type: str,
-                             content_hash: str, size_bytes: int) -> None:
-    conn.execute(
-        "UPDATE documents SET status = 'PROCESSING', content_type = %s, content_hash = %s,"
-        " size_bytes = %s, error_code = NULL, error_message = NULL, updated_at = now() WHERE id = %s",
-        (content_type, content_hash, size_bytes, doc_id),
-    )
+def mark_document_processing(conn: psycopg.Connection, doc_id: str, run_id: str, *,
+                             content_hash: str, size_bytes: int, metadata: dict) -> bool:
+    """False when a newer run owns the document."""
+    return conn.execute(
+        "UPDATE documents SET status = 'PROCESSING', content_hash = %s, size_bytes = %s,"
+        " metadata = %s, error_code = NULL, error_message = NULL, updated_at = now()"
+        " WHERE id = %s AND current_run_id = %s",
+        (content_hash, size_bytes, json.dumps(metadata), doc_id, run_id),
+    ).rowcount == 1
+
+
+def set_document_content_type(conn: psycopg.Connection, doc_id: str, content_type: str) -> None:
+    conn.execute("UPDATE documents SET content_type = %s WHERE id = %s", (content_type, doc_id))
+
+
+def mark_document_unchanged(conn: psycopg.Connection, doc_id: str, run_id: str, metadata: dict) -> bool:
+    """The bytes are the ones already indexed: no new embedding work. Changed
+    metadata is copied onto the chunks in the same transaction."""
+    with conn.transaction():
+        updated = conn.execute(
+            "UPDATE documents SET status = 'PROCESSED', error_code = NULL, error_message = NULL,"
+            " metadata = %s, updated_at = now() WHERE id = %s AND current_run_id = %s",
+            (json.dumps(metadata), doc_id, run_id)).rowcount == 1
+        if updated:
+            conn.execute("UPDATE chunks SET metadata = %s WHERE document_id = %s AND metadata <> %s::jsonb",
+                         (json.dumps(metadata), doc_id, json.dumps(metadata)))
+    return updated
 
 
 def record_step_duration(conn: psycopg.Connection, doc_id: str, step: str, millis: int) -> None:
@@ -169,12 +206,14 @@ def record_step_duration(conn: psycopg.Connection, doc_id: str, step: str, milli
     )
 
 
-def mark_document_failed(conn: psycopg.Connection, doc_id: str, code: str, message: str) -> None:
-    conn.execute(
+def mark_document_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str,
+                         message: str) -> bool:
+    """FAILED with a code; the chunks of the last good version stay searchable."""
+    return conn.execute(
         "UPDATE documents SET status = 'FAILED', error_code = %s, error_message = %s,"
-        " updated_at = now() WHERE id = %s",
-        (code, message[:2000], doc_id),
-    )
+        " updated_at = now() WHERE id = %s AND current_run_id = %s",
+        (code, message[:2000], doc_id, run_id),
+    ).rowcount == 1
 
 
 def delete_document_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> int:
@@ -190,11 +229,17 @@ def vector_literal(vector: Iterable[float]) -> str:
 
 
 def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int,
-                            chunks: list[dict], page_count: Optional[int]) -> None:
+                            chunks: list[dict], page_count: Optional[int],
+                            run_id: Optional[str] = None, content_hash: Optional[str] = None) -> bool:
     """Swap a document's chunks and mark it PROCESSED in one transaction, so a
-    search sees the old version or the new one, never a mix or a gap."""
+    search sees the old version or the new one, never a mix or a gap. Returns
+    False (and changes nothing) when a newer run owns the document."""
     with conn.transaction():
-        conn.execute("SELECT id FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
+        conn.execute("SET LOCAL lock_timeout = '5s'")
+        owner = conn.execute("SELECT current_run_id FROM documents WHERE id = %s FOR UPDATE",
+                             (doc_id,)).fetchone()
+        if owner is None or (run_id is not None and owner["current_run_id"] != run_id):
+            return False
         conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
         with conn.cursor() as cur:
             cur.executemany(
@@ -208,9 +253,11 @@ def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str
             )
         conn.execute(
             "UPDATE documents SET status = 'PROCESSED', chunk_count = %s, token_count = %s,"
-            " page_count = %s, processed_at = now(), updated_at = now() WHERE id = %s",
-            (len(chunks), sum(c["tokenCount"] for c in chunks), page_count, doc_id),
+            " page_count = %s, indexed_hash = coalesce(%s, content_hash), error_code = NULL,"
+            " error_message = NULL, processed_at = now(), updated_at = now() WHERE id = %s",
+            (len(chunks), sum(c["tokenCount"] for c in chunks), page_count, content_hash, doc_id),
         )
+    return True
 
 
 def semantic_search(conn: psycopg.Connection, principal, *, kb_id: str, dim: int,

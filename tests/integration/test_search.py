@@ -25,7 +25,7 @@ def _ingest(kb_id: str, filename: str, text: str, chunk_tokens: int = 500) -> st
         chunk["embedding"] = vector
     with connection() as conn:
         doc = queries.upsert_pending_document(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
-                                              filename=filename, size_bytes=len(text), metadata={})
+                                              filename=filename, size_bytes=len(text))
         queries.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=384,
                                         chunks=chunks, page_count=None)
     return doc["id"]

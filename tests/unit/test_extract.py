@@ -46,11 +46,110 @@ def test_markdown_keeps_the_heading_path(shared_docs):
     assert any(len(p) == 2 and p[0] == "Extract Text from a PDF" for p in paths)
 
 
-def test_docx_headings_and_tables(shared_docs):
+def test_docx_headings(shared_docs):
     paragraphs = extract((shared_docs / "par-known-paragraphs.docx").read_bytes(), "p.docx")
     assert paragraphs.sections[-1].headers == ["Heading Paragraph"]
-    tables = extract((shared_docs / "tbl-having-tables.docx").read_bytes(), "t.docx")
-    assert " | " in tables.sections[0].text
+    assert "Normal paragraph" in paragraphs.sections[-1].text
+
+
+def test_a_docx_whose_tables_are_all_empty_has_no_text(shared_docs):
+    # tbl-having-tables.docx holds three tables and not one character of text.
+    with pytest.raises(IngestionError) as err:
+        extract((shared_docs / "tbl-having-tables.docx").read_bytes(), "t.docx")
+    assert err.value.code == "NO_TEXT"
+
+
+def _docx(build) -> bytes:
+    import io
+
+    import docx
+
+    document = docx.Document()
+    build(document)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_docx_tables_read_as_rows_and_headers_footers_appear_once():
+    def build(document):
+        document.sections[0].header.paragraphs[0].text = "ACME confidential"
+        document.sections[0].footer.paragraphs[0].text = "Page footer"
+        document.add_heading("Prices", level=1)
+        table = document.add_table(rows=2, cols=2)
+        for r, row in enumerate([("Item", "Price"), ("Tea", "3 EUR")]):
+            for c, value in enumerate(row):
+                table.cell(r, c).text = value
+        document.add_heading("Terms", level=2)
+        document.add_paragraph("Payment within 30 days.")
+        document.add_section()  # a second section, linked to the first one's header
+
+    extracted = extract(_docx(build), "prices.docx")
+    text = "\n".join(s.text for s in extracted.sections)
+    assert "Item | Price" in text and "Tea | 3 EUR" in text
+    assert text.count("ACME confidential") == 1 and text.count("Page footer") == 1
+    assert extracted.sections[-1].headers == ["Prices", "Terms"]
+
+
+def test_a_zip_bomb_docx_is_refused_before_inflating():
+    import io
+    import zipfile
+
+    from chalicelib.ingestion.extract import Limits
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("word/document.xml", b"<w:document/>")
+        zf.writestr("word/media/bomb.bin", b"\0" * (20 * 1024 * 1024))
+    assert len(out.getvalue()) < 100_000
+    with pytest.raises(IngestionError) as err:
+        extract(out.getvalue(), "bomb.docx", Limits(max_uncompressed_bytes=10 * 1024 * 1024))
+    assert err.value.code == "UNCOMPRESSED_TOO_LARGE"
+
+
+def _pdf(pages: int, password: str | None = None, user_password: str = "") -> bytes:
+    import io
+
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=200, height=200)
+    if password is not None:
+        writer.encrypt(user_password=user_password, owner_password=password)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_pdf_limits_and_encryption(shared_docs):
+    from pypdf import PdfReader, PdfWriter
+    import io
+
+    from chalicelib.ingestion.extract import Limits
+
+    with pytest.raises(IngestionError) as err:
+        extract(_pdf(3), "blank.pdf", Limits(max_pages=2))
+    assert err.value.code == "TOO_MANY_PAGES"
+    with pytest.raises(IngestionError) as err:
+        extract(_pdf(1, password="owner", user_password="secret"), "locked.pdf")
+    assert err.value.code == "ENCRYPTED"
+    # An empty user password opens the file.
+    writer = PdfWriter(clone_from=PdfReader(shared_docs / "crazyones.pdf"))
+    writer.encrypt(user_password="", owner_password="owner")
+    out = io.BytesIO()
+    writer.write(out)
+    assert "Crazy Ones" in extract(out.getvalue(), "open.pdf").sections[0].text
+
+
+def test_a_corrupt_pdf_fails_with_its_code(shared_docs):
+    data = (shared_docs / "crazyones.pdf").read_bytes()
+    with pytest.raises(IngestionError) as err:
+        extract(data[:200] + b"garbage" * 50, "broken.pdf")
+    assert err.value.code in ("CORRUPT_FILE", "NO_TEXT")
+    with pytest.raises(IngestionError) as err:
+        extract(b"%PDF-1.7\n" + b"\x00\xff" * 100, "broken.pdf")
+    assert err.value.code == "CORRUPT_FILE"
 
 
 def test_html_drops_scripts_and_navigation_and_keeps_headings():
