@@ -19,14 +19,19 @@ PASSAGES = {
 
 
 def _ingest(kb_id: str, filename: str, text: str, chunk_tokens: int = 500) -> str:
+    """Run the pipeline's work in-process: extract, chunk, embed with the
+    knowledge base's own model, store."""
     chunks = chunk_document(extract(text.encode(), filename), chunk_tokens, 0, {})
-    vectors = get_provider().embed_documents([c["content"] for c in chunks])
+    with connection() as conn:
+        kb = queries.get_knowledge_base_for_pipeline(conn, kb_id)
+    vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
+        [c["content"] for c in chunks])
     for chunk, vector in zip(chunks, vectors):
         chunk["embedding"] = vector
     with connection() as conn:
         doc = queries.upsert_pending_document(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
                                               filename=filename, size_bytes=len(text))
-        queries.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=384,
+        queries.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=kb["embedding_dim"],
                                         chunks=chunks, page_count=None)
     return doc["id"]
 
