@@ -5,7 +5,7 @@ from chalice import Chalice
 
 from chalicelib.api import knowledge_bases
 from chalicelib.api.direct_invoke import handle_kb_search
-from chalicelib.ingestion import steps, trigger
+from chalicelib.ingestion import reconcile, steps, trigger
 
 app = Chalice(app_name="kb-service")
 app.log.setLevel(logging.INFO)
@@ -46,6 +46,11 @@ def pipeline_finalize(event, context):
 @app.lambda_function(name="pipeline_mark_failed")
 def pipeline_mark_failed(event, context):
     return steps.mark_failed_step(event)
+
+
+@app.lambda_function(name="pipeline_reconcile")
+def pipeline_reconcile(event, context):
+    return reconcile.reconcile_unfinished_documents(int((event or {}).get("minAgeSeconds", 60)))
 
 
 @app.lambda_function(name="kb_search")

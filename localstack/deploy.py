@@ -28,6 +28,7 @@ PIPELINE_FUNCTIONS = {
     "Extract": "pipeline_extract", "Chunk": "pipeline_chunk", "Embed": "pipeline_embed",
     "Store": "pipeline_store", "Finalize": "pipeline_finalize", "MarkFailed": "pipeline_mark_failed",
 }
+EMBED_CONCURRENCY = 2
 LAMBDA_TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
 STATES_TRUST = {"Version": "2012-10-17", "Statement": [{
@@ -60,7 +61,15 @@ class Deployer:
         except ClientError:
             return iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
 
-    def function(self, name: str, handler: str, code: bytes, env: dict, timeout: int = 300) -> str:
+    def function(self, name: str, handler: str, code: bytes, env: dict, timeout: int = 300,
+                 reserved_concurrency: int | None = None) -> str:
+        arn = self._create_or_update(name, handler, code, env, timeout)
+        if reserved_concurrency is not None:
+            self.lambda_.put_function_concurrency(FunctionName=name,
+                                                  ReservedConcurrentExecutions=reserved_concurrency)
+        return arn
+
+    def _create_or_update(self, name: str, handler: str, code: bytes, env: dict, timeout: int) -> str:
         config = dict(FunctionName=name, Runtime="python3.11", Handler=f"app.{handler}",
                       Role=self._role(f"{PREFIX}-lambda", LAMBDA_TRUST), Timeout=timeout,
                       MemorySize=2048, Environment={"Variables": env})
@@ -104,6 +113,12 @@ class Deployer:
             arn = sfn.create_state_machine(name=STATE_MACHINE, definition=definition,
                                            roleArn=role)["stateMachineArn"]
         return arn
+
+    def schedule(self, function_arn: str, rule: str, expression: str) -> None:
+        events = self.session.client("events")
+        rule_arn = events.put_rule(Name=rule, ScheduleExpression=expression, State="ENABLED")["RuleArn"]
+        self.allow_invoke(function_arn, "events.amazonaws.com", rule_arn)
+        events.put_targets(Rule=rule, Targets=[{"Id": "1", "Arn": function_arn}])
 
     def bucket_notifications(self, trigger_arn: str) -> None:
         s3 = self.session.client("s3")
@@ -167,12 +182,17 @@ def deploy(session: boto3.Session, endpoint_url: str, env: dict, bucket: str) ->
     """Deploy everything; returns the outputs (function names, ARNs, API URL)."""
     deployer = Deployer(session, env, bucket)
     code = build_package()
-    arns = {state: deployer.function(f"{PREFIX}-{handler.replace('_', '-')}", handler, code, env)
+    # Each embedding worker holds a model in memory: bound them; Step Functions
+    # retries a throttled batch.
+    arns = {state: deployer.function(f"{PREFIX}-{handler.replace('_', '-')}", handler, code, env,
+                                     reserved_concurrency=EMBED_CONCURRENCY if state == "Embed" else None)
             for state, handler in PIPELINE_FUNCTIONS.items()}
     state_machine_arn = deployer.state_machine(arns)
     trigger_arn = deployer.function(f"{PREFIX}-s3-trigger", "s3_trigger", code,
                                     {**env, "STATE_MACHINE_ARN": state_machine_arn}, timeout=60)
     deployer.bucket_notifications(trigger_arn)
+    reconcile_arn = deployer.function(f"{PREFIX}-pipeline-reconcile", "pipeline_reconcile", code, env, timeout=120)
+    deployer.schedule(reconcile_arn, f"{PREFIX}-reconcile", "rate(5 minutes)")
     api_arn = deployer.function(f"{PREFIX}-api", "app", code, env, timeout=30)
     search_arn = deployer.function("kb_search", "kb_search", code, env, timeout=30)
     api_id = deployer.rest_api(api_arn)

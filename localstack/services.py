@@ -124,7 +124,9 @@ def emulator_up() -> str:
     env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(EMULATOR_PORT),
            "PERSIST_STATE": "1", "STATE_DIR": str(STATE / "ministack"),
            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1"}
+           "AWS_DEFAULT_REGION": "us-east-1",
+           # Surplus Lambda workers (each may hold a model) go after a minute idle.
+           "LAMBDA_WARM_TTL_SECONDS": os.environ.get("LAMBDA_WARM_TTL_SECONDS", "60")}
     (STATE / "ministack").mkdir(parents=True, exist_ok=True)
     log = open(LOGS / "ministack.log", "ab")
     proc = subprocess.Popen([_bin("ministack")], env=env, stdout=log, stderr=subprocess.STDOUT,

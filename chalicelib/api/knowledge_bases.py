@@ -54,12 +54,42 @@ def get_knowledge_base(principal, kb_id):
     return ok(kb)
 
 
+@blueprint.route("/knowledge-bases/{kb_id}", methods=["PATCH"])
+@authenticated(blueprint)
+def update_knowledge_base(principal, kb_id):
+    body = json_body(blueprint.current_request)
+    unknown = set(body) - {"name", "description", "visibility"}
+    if unknown:
+        raise invalid(sorted(unknown)[0], "cannot be changed (the embedding model and chunking are fixed at creation)")
+    changes = {}
+    if "name" in body:
+        changes["name"] = string_field(body, "name", required=True, max_length=200)
+    if "description" in body:
+        changes["description"] = string_field(body, "description", required=False, max_length=2000)
+    if "visibility" in body:
+        changes["visibility"] = string_field(body, "visibility", required=True, max_length=10)
+        if changes["visibility"] not in VISIBILITIES:
+            raise invalid("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+    kb = kbs.update_knowledge_base(principal, kb_id, changes)
+    if kb is None:
+        raise not_found("knowledge base", kb_id)
+    return ok(kb)
+
+
+@blueprint.route("/knowledge-bases/{kb_id}", methods=["DELETE"])
+@authenticated(blueprint)
+def delete_knowledge_base(principal, kb_id):
+    if not kbs.delete_knowledge_base(principal, kb_id):
+        raise not_found("knowledge base", kb_id)
+    return ok({"id": kb_id, "deleted": True})
+
+
 @blueprint.route("/knowledge-bases/{kb_id}/documents", methods=["GET"])
 @authenticated(blueprint)
 def list_documents(principal, kb_id):
     status = (blueprint.current_request.query_params or {}).get("status")
-    if status is not None and status not in kbs.service.DOCUMENT_STATUSES:
-        raise invalid("status", f"must be one of {', '.join(kbs.service.DOCUMENT_STATUSES)}")
+    if status is not None and status not in kbs.DOCUMENT_STATUSES:
+        raise invalid("status", f"must be one of {', '.join(kbs.DOCUMENT_STATUSES)}")
     documents = kbs.list_documents(principal, kb_id, status)
     if documents is None:
         raise not_found("knowledge base", kb_id)

@@ -4,6 +4,7 @@ from chalicelib.auth import Principal
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.ingestion.chunk import validate_sizes
+from chalicelib.ingestion.objects import delete_prefix
 from chalicelib.storage import connection, queries
 
 DOCUMENT_STATUSES = ("PENDING", "PROCESSING", "PROCESSED", "FAILED")
@@ -85,3 +86,21 @@ def list_documents(principal: Principal, kb_id: str, status: Optional[str]) -> O
         if queries.get_visible_knowledge_base(conn, principal, kb_id) is None:
             return None
         return [document_view(r) for r in queries.list_documents(conn, kb_id, status)]
+
+
+def update_knowledge_base(principal: Principal, kb_id: str, changes: dict) -> Optional[dict]:
+    """None when the caller cannot see it or may not change it."""
+    with connection() as conn:
+        if not queries.update_knowledge_base(conn, principal, kb_id, changes):
+            return None
+        return kb_view(queries.get_visible_knowledge_base(conn, principal, kb_id))
+
+
+def delete_knowledge_base(principal: Principal, kb_id: str) -> bool:
+    """Deletes the knowledge base, its documents and chunks, then its objects in S3
+    (their ObjectRemoved events then find nothing left to delete)."""
+    with connection() as conn:
+        if not queries.delete_knowledge_base(conn, principal, kb_id):
+            return False
+    delete_prefix(load_settings().bucket, f"kb/{kb_id}/")
+    return True

@@ -124,6 +124,27 @@ def list_visible_knowledge_bases(conn: psycopg.Connection, principal, *, limit: 
     ).fetchall()
 
 
+def update_knowledge_base(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
+    """Apply name/description/visibility changes; False when the caller may not write it."""
+    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "visibility")}
+    if not allowed:
+        return conn.execute(f"SELECT 1 FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+                            _scope(principal, kb_id=kb_id)).fetchone() is not None
+    sets = ", ".join(f"{column} = %({column})s" for column in allowed)
+    return conn.execute(
+        f"UPDATE knowledge_bases kb SET {sets}, updated_at = now() WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        _scope(principal, kb_id=kb_id, **allowed),
+    ).rowcount == 1
+
+
+def delete_knowledge_base(conn: psycopg.Connection, principal, kb_id: str) -> bool:
+    """Deletes it with its documents and chunks (ON DELETE CASCADE)."""
+    return conn.execute(
+        f"DELETE FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        _scope(principal, kb_id=kb_id),
+    ).rowcount == 1
+
+
 def get_knowledge_base_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Optional[dict]:
     """Unscoped read for the ingestion pipeline, which acts for whoever may write the bucket."""
     return conn.execute(
@@ -214,6 +235,15 @@ def mark_document_failed(conn: psycopg.Connection, doc_id: str, run_id: str, cod
         " updated_at = now() WHERE id = %s AND current_run_id = %s",
         (code, message[:2000], doc_id, run_id),
     ).rowcount == 1
+
+
+def unfinished_documents(conn: psycopg.Connection, min_age_seconds: int) -> list[dict]:
+    return conn.execute(
+        "SELECT id, execution_arn, current_run_id FROM documents"
+        " WHERE status IN ('PENDING', 'PROCESSING') AND execution_arn IS NOT NULL"
+        " AND updated_at < now() - make_interval(secs => %s) ORDER BY updated_at LIMIT 500",
+        (min_age_seconds,),
+    ).fetchall()
 
 
 def delete_document_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> int:

@@ -221,3 +221,42 @@ def test_a_fault_in_store_is_retried_without_duplicate_chunks(api, s3, kb, db, l
     events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
     failed_tasks = [e for e in events if e["type"] in ("TaskFailed", "LambdaFunctionFailed")]
     assert failed_tasks, "the first Store attempt should have failed and been retried"
+
+
+def test_a_document_whose_run_ended_does_not_stay_processing(api, s3, kb, db, lambda_client):
+    finished = _put_and_wait(api, s3, kb, "reconcile/done.txt", b"A finished run about kites.")
+    arn = db.execute("SELECT execution_arn FROM documents WHERE id = %s", (finished["id"],)).fetchone()["execution_arn"]
+    stuck = {}
+    for name, execution in (("stuck.txt", arn), ("lost.txt", arn.rsplit(":", 1)[0] + ":no-such-run")):
+        row = db.execute(
+            "INSERT INTO documents (id, kb_id, s3_key, filename, status, execution_arn, current_run_id, updated_at)"
+            " VALUES (%s, %s, %s, %s, 'PROCESSING', %s, 'r1', now() - interval '10 minutes') RETURNING id",
+            (f"doc_stuck{secrets_hex()}", kb["id"], f"kb/{kb['id']}/reconcile/{name}", name, execution)).fetchone()
+        stuck[name] = row["id"]
+    answer = lambda_client.invoke(FunctionName="kb-service-pipeline-reconcile",
+                                  Payload=json.dumps({"minAgeSeconds": 60}).encode())
+    result = json.loads(answer["Payload"].read())
+    assert set(stuck.values()) <= set(result["failed"]), result
+    for doc_id in stuck.values():
+        row = db.execute("SELECT status, error_code FROM documents WHERE id = %s", (doc_id,)).fetchone()
+        assert (row["status"], row["error_code"]) == ("FAILED", "EXECUTION_ENDED")
+    # A document whose run is still fresh or succeeded is left alone.
+    assert wait_for_status(api, kb["id"], "done.txt")[0]["status"] == "PROCESSED"
+
+
+def secrets_hex() -> str:
+    import secrets
+
+    return secrets.token_hex(6)
+
+
+def test_deleting_a_knowledge_base_deletes_documents_chunks_and_objects(api, s3, db):
+    kb = api.call("POST", "/knowledge-bases", {"name": "Doomed"}).json()["data"]
+    doc = _put_and_wait(api, s3, kb, "a/b/notes.txt", b"Temporary notes about comets.")
+    assert doc["status"] == "PROCESSED"
+    assert api.call("DELETE", f"/knowledge-bases/{kb['id']}").status_code == 200
+    assert api.call("GET", f"/knowledge-bases/{kb['id']}").status_code == 404
+    assert api.call("DELETE", f"/knowledge-bases/{kb['id']}").status_code == 404
+    assert db.execute("SELECT count(*) AS n FROM documents WHERE kb_id = %s", (kb["id"],)).fetchone()["n"] == 0
+    assert db.execute("SELECT count(*) AS n FROM chunks WHERE kb_id = %s", (kb["id"],)).fetchone()["n"] == 0
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=f"kb/{kb['id']}/").get("KeyCount", 0) == 0
