@@ -1,4 +1,6 @@
 """The HTTP API: Chalice blueprints with thin handlers."""
+from chalicelib.api.documents import blueprint as documents
 from chalicelib.api.knowledge_bases import blueprint as knowledge_bases
+from chalicelib.api.search import blueprint as search
 
-__all__ = ["knowledge_bases"]
+__all__ = ["documents", "knowledge_bases", "search"]

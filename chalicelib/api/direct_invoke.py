@@ -4,11 +4,9 @@ IAM decides who may invoke it at all; the apiKey in the payload names the tenant
 and answers use the same envelope as the HTTP API."""
 import logging
 
-from chalicelib.api.http import ApiError, not_found
-from chalicelib.api.knowledge_bases import parse_search_request
+from chalicelib.api.http import ApiError
+from chalicelib.api.search import parse_search_request, run_search
 from chalicelib.auth import authenticate
-from chalicelib.retrieval import search_knowledge_base
-from chalicelib.retrieval.search import KnowledgeBaseNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -23,11 +21,7 @@ def handle_kb_search(event: dict) -> dict:
         kb_id = event.get("knowledgeBaseId")
         if not isinstance(kb_id, str) or not kb_id:
             raise ApiError(400, "INVALID_INPUT", "knowledgeBaseId: is required")
-        request = parse_search_request(kb_id, event)
-        try:
-            return {"success": True, "data": search_knowledge_base(principal, request)}
-        except KnowledgeBaseNotFound:
-            raise not_found("knowledge base", kb_id) from None
+        return {"success": True, "data": run_search(principal, parse_search_request([kb_id], event))}
     except ApiError as err:
         return {"success": False, "error": {"code": err.code, "message": err.message,
                                             "status": err.status}}

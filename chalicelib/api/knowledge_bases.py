@@ -4,8 +4,6 @@ from chalice import Blueprint
 from chalicelib import knowledge_bases as kbs
 from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body,
                                  not_found, ok, string_field)
-from chalicelib.retrieval import SearchRequest, search_knowledge_base
-from chalicelib.retrieval.search import KnowledgeBaseNotFound
 
 blueprint = Blueprint(__name__)
 VISIBILITIES = ("private", "org", "public")
@@ -94,22 +92,3 @@ def list_documents(principal, kb_id):
     if documents is None:
         raise not_found("knowledge base", kb_id)
     return ok({"items": documents})
-
-
-@blueprint.route("/knowledge-bases/{kb_id}/search", methods=["POST"])
-@authenticated(blueprint)
-def search(principal, kb_id):
-    body = json_body(blueprint.current_request)
-    request = parse_search_request(kb_id, body)
-    try:
-        return ok(search_knowledge_base(principal, request))
-    except KnowledgeBaseNotFound:
-        raise not_found("knowledge base", kb_id) from None
-
-
-def parse_search_request(kb_id: str, body: dict) -> SearchRequest:
-    query = string_field(body, "query", required=True, max_length=2000)
-    top_k = int_field(body.get("topK"), "topK", low=1, high=20, default=5)
-    if not isinstance(kb_id, str) or not kb_id:
-        raise ApiError(400, "INVALID_INPUT", "knowledgeBaseId: is required")
-    return SearchRequest(knowledge_base_id=kb_id, query=query, top_k=top_k)

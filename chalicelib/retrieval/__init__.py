@@ -1,4 +1,5 @@
-"""Search over a knowledge base's chunks, with the query-embedding cache."""
-from chalicelib.retrieval.search import SearchRequest, search_knowledge_base
+"""Search over knowledge bases' chunks, with the query-embedding cache and context packing."""
+from chalicelib.retrieval.search import (PRIORITIES, STRATEGIES, KnowledgeBaseNotFound, SearchRequest,
+                                         search)
 
-__all__ = ["SearchRequest", "search_knowledge_base"]
+__all__ = ["PRIORITIES", "STRATEGIES", "KnowledgeBaseNotFound", "SearchRequest", "search"]

@@ -6,8 +6,11 @@ import logging
 from typing import Callable, Optional
 
 import redis
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from chalicelib.config import load_settings
+
+METRICS_NAMESPACE = "KnowledgeBaseService"
 
 logger = logging.getLogger(__name__)
 _client: Optional[redis.Redis] = None
@@ -29,9 +32,23 @@ def cache_key(provider: str, model: str, query: str) -> str:
     return f"kb:qemb:{digest}"
 
 
+def count_lookup(hit: bool, provider: str) -> None:
+    """One EMF metric line per lookup (CloudWatch turns them into metrics)."""
+    name = "QueryEmbeddingCacheHit" if hit else "QueryEmbeddingCacheMiss"
+    with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=METRICS_NAMESPACE) as metric:
+        metric.add_dimension(name="provider", value=provider)
+
+
 def cached_embedding(provider: str, model: str, query: str,
                      compute: Callable[[str], list[float]]) -> tuple[list[float], bool]:
     """(embedding, whether it came from the cache)."""
+    vector, hit = _lookup_or_compute(provider, model, query, compute)
+    count_lookup(hit, provider)
+    return vector, hit
+
+
+def _lookup_or_compute(provider: str, model: str, query: str,
+                       compute: Callable[[str], list[float]]) -> tuple[list[float], bool]:
     key, client = cache_key(provider, model, query), _redis()
     if client is not None:
         try:

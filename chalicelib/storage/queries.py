@@ -36,7 +36,7 @@ KB_STATS = """(SELECT json_build_object(
 
 DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
-    step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id"""
+    step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title"""
 
 
 def _scope(principal, **params) -> dict:
@@ -145,6 +145,13 @@ def delete_knowledge_base(conn: psycopg.Connection, principal, kb_id: str) -> bo
     ).rowcount == 1
 
 
+def get_writable_knowledge_base(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        _scope(principal, kb_id=kb_id),
+    ).fetchone()
+
+
 def get_knowledge_base_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Optional[dict]:
     """Unscoped read for the ingestion pipeline, which acts for whoever may write the bucket."""
     return conn.execute(
@@ -172,6 +179,38 @@ def upsert_pending_document(conn: psycopg.Connection, *, kb_id: str, s3_key: str
 def find_document_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> Optional[dict]:
     return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s AND s3_key = %s",
                         (kb_id, s3_key)).fetchone()
+
+
+def get_document_in(conn: psycopg.Connection, kb_id: str, doc_id: str) -> Optional[dict]:
+    """A document of this knowledge base (the caller's access to the knowledge base is checked first)."""
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = %s AND kb_id = %s",
+                        (doc_id, kb_id)).fetchone()
+
+
+def forget_indexed_version(conn: psycopg.Connection, doc_id: str) -> None:
+    conn.execute("UPDATE documents SET indexed_hash = NULL WHERE id = %s", (doc_id,))
+
+
+def delete_document(conn: psycopg.Connection, doc_id: str) -> None:
+    conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
+
+
+def insert_entry(conn: psycopg.Connection, *, entry_id: str, kb_id: str, title: str, user_id: str,
+                 metadata: dict, size_bytes: int) -> None:
+    conn.execute(
+        "INSERT INTO documents (id, kb_id, s3_key, filename, title, kind, created_by, metadata,"
+        " content_type, size_bytes, status) VALUES (%s, %s, %s, %s, %s, 'entry', %s, %s, 'text/plain', %s,"
+        " 'PROCESSING')",
+        (entry_id, kb_id, f"entries/{entry_id}", title[:200], title, user_id, json.dumps(metadata), size_bytes),
+    )
+
+
+def knowledge_bases_with_entries_by(conn: psycopg.Connection, principal) -> list[str]:
+    return [r["id"] for r in conn.execute(
+        f"SELECT DISTINCT kb.id FROM knowledge_bases kb JOIN documents d ON d.kb_id = kb.id"
+        f" WHERE d.kind = 'entry' AND d.created_by = %(user_id)s AND {VISIBLE_KB}",
+        _scope(principal),
+    ).fetchall()]
 
 
 def get_document(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:
@@ -274,12 +313,12 @@ def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO chunks (document_id, kb_id, chunk_index, content, page, headers,"
-                " start_char, end_char, token_count, metadata, embedding_dim, embedding)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector)",
+                " start_char, end_char, token_count, metadata, embedding_dim, embedding, title)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s)",
                 [(doc_id, kb_id, c["chunkIndex"], c["content"], c.get("page"),
                   json.dumps(c.get("headers", [])), c["startChar"], c["endChar"],
                   c["tokenCount"], json.dumps(c.get("metadata", {})), dim,
-                  vector_literal(c["embedding"])) for c in chunks],
+                  vector_literal(c["embedding"]), c.get("title")) for c in chunks],
             )
         conn.execute(
             "UPDATE documents SET status = 'PROCESSED', chunk_count = %s, token_count = %s,"
@@ -290,27 +329,85 @@ def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str
     return True
 
 
-def semantic_search(conn: psycopg.Connection, principal, *, kb_id: str, dim: int,
-                    query_vector: list[float], top_k: int) -> list[dict]:
-    """Cosine search through the knowledge base's HNSW index, scoped to what the
+CHUNK_RESULT_COLUMNS = """c.id AS chunk_id, c.kb_id, c.content, c.chunk_index, c.page, c.headers,
+    c.metadata, c.document_id, c.token_count, c.title, d.filename, d.kind,
+    coalesce(d.processed_at, d.updated_at) AS indexed_at"""
+
+
+def _like_pattern(glob: str) -> str:
+    escaped = glob.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%")
+
+
+def _filter_sql(filters: dict, params: dict) -> str:
+    """SQL conditions for the search filters; every value travels as a parameter."""
+    clauses = []
+    if filters.get("filename"):
+        params["f_filename"] = _like_pattern(filters["filename"])
+        clauses.append("d.filename LIKE %(f_filename)s")
+    if filters.get("documentIds"):
+        params["f_documents"] = list(filters["documentIds"])
+        clauses.append("c.document_id = ANY(%(f_documents)s)")
+    if filters.get("tags"):
+        params["f_tags"] = list(filters["tags"])
+        clauses.append("((jsonb_typeof(c.metadata->'tags') = 'array' AND c.metadata->'tags' ?| %(f_tags)s)"
+                       " OR c.metadata->>'tags' = ANY(%(f_tags)s))")
+    if filters.get("metadata"):
+        params["f_metadata"] = json.dumps(filters["metadata"])
+        clauses.append("c.metadata @> %(f_metadata)s::jsonb")
+    if filters.get("entriesBy"):  # internal: the entries one user wrote
+        params["f_entries_by"] = filters["entriesBy"]
+        clauses.append("d.kind = 'entry' AND d.created_by = %(f_entries_by)s")
+    return "".join(f" AND {clause}" for clause in clauses)
+
+
+def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], dim: int,
+                    query_vector: list[float], top_k: int, filters: Optional[dict] = None) -> list[dict]:
+    """Cosine search through the HNSW index of this dimension, scoped to what the
     caller may see. HNSW filters after the scan (pgvector 0.6 has no iterative
     scan), so a short answer from the index is topped up by an exact scan."""
-    params = _scope(principal, kb_id=kb_id, dim=dim, q=vector_literal(query_vector), k=top_k)
+    params = _scope(principal, kb_ids=list(kb_ids), dim=dim, q=vector_literal(query_vector), k=top_k)
+    where = _filter_sql(filters or {}, params)
     distance = f"c.embedding::vector({dim}) <=> %(q)s::vector({dim})"
     sql = f"""
-        SELECT c.content, c.chunk_index, c.page, c.headers, c.metadata, c.document_id,
-               d.filename, 1 - ({distance}) AS similarity
+        SELECT {CHUNK_RESULT_COLUMNS}, 1 - ({distance}) AS score
           FROM chunks c
           JOIN documents d ON d.id = c.document_id
           JOIN knowledge_bases kb ON kb.id = c.kb_id
-         WHERE c.kb_id = %(kb_id)s AND c.embedding_dim = %(dim)s AND {VISIBLE_KB}
+         WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s AND {VISIBLE_KB}{where}
          ORDER BY {{order}}
          LIMIT %(k)s"""
     with conn.transaction():
-        conn.execute("SET LOCAL hnsw.ef_search = %s" % max(40, top_k * 4))
+        conn.execute("SET LOCAL hnsw.ef_search = %s" % min(1000, max(40, top_k * 2)))
         rows = conn.execute(sql.format(order=distance), params).fetchall()
         if len(rows) < top_k:
             # "+ 0" hides the expression from the HNSW index: an exact scan of the
             # knowledge base's own rows (found through chunks_kb_idx).
             rows = conn.execute(sql.format(order=f"({distance}) + 0"), params).fetchall()
     return rows
+
+
+def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: str,
+                   top_k: int, filters: Optional[dict] = None) -> list[dict]:
+    """PostgreSQL full-text search (GIN index); ts_rank_cd with normalisation 32
+    maps the rank into 0..1 (rank / (rank + 1)). Titles weigh more than bodies."""
+    params = _scope(principal, kb_ids=list(kb_ids), query=query, k=top_k)
+    where = _filter_sql(filters or {}, params)
+    return conn.execute(
+        f"""SELECT {CHUNK_RESULT_COLUMNS}, ts_rank_cd('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
+              FROM chunks c
+              JOIN documents d ON d.id = c.document_id
+              JOIN knowledge_bases kb ON kb.id = c.kb_id,
+                   websearch_to_tsquery('english', %(query)s) q
+             WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ q AND {VISIBLE_KB}{where}
+             ORDER BY score DESC, c.id
+             LIMIT %(k)s""",
+        params,
+    ).fetchall()
+
+
+def visible_knowledge_bases(conn: psycopg.Connection, principal, kb_ids: list[str]) -> list[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s) AND {VISIBLE_KB}",
+        _scope(principal, kb_ids=list(kb_ids)),
+    ).fetchall()

@@ -61,13 +61,20 @@ def stranger(local_env):
     return Api(local_env["KB_API_URL"], new_key(local_env, f"e2e-other-{secrets.token_hex(4)}", "eve"))
 
 
+def find_document(api: Api, kb_id: str, filename: str) -> dict | None:
+    items = api.call("GET", f"/knowledge-bases/{kb_id}/documents").json()["data"]["items"]
+    return next((d for d in items if d["filename"] == filename), None)
+
+
 def wait_for_status(api: Api, kb_id: str, filename: str, wanted=("PROCESSED", "FAILED"),
-                    timeout: float = 120) -> tuple[dict, list[str]]:
-    """Poll the documents list; returns the document and every status seen."""
+                    timeout: float = 120, changed_since: str | None = None) -> tuple[dict, list[str]]:
+    """Poll the documents list; returns the document and every status seen. With
+    changed_since (an updatedAt seen before an upload), an older state does not count."""
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
-        items = api.call("GET", f"/knowledge-bases/{kb_id}/documents").json()["data"]["items"]
-        doc = next((d for d in items if d["filename"] == filename), None)
+        doc = find_document(api, kb_id, filename)
+        if doc and changed_since is not None and doc["updatedAt"] == changed_since:
+            doc = None
         if doc and (not seen or seen[-1] != doc["status"]):
             seen.append(doc["status"])
         if doc and doc["status"] in wanted:

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.e2e.conftest import wait_for_status
+from tests.e2e.conftest import find_document, wait_for_status
 
 BUCKET = "kb-documents-local"
 
@@ -36,8 +36,12 @@ def _chunks(db, doc_id):
 
 
 def _put_and_wait(api, s3, kb, name, body, **extra):
+    """Upload, then wait for the run this upload started (not an earlier state)."""
+    filename = name.rsplit("/", 1)[-1]
+    before = find_document(api, kb["id"], filename)
     s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/{name}", Body=body, **extra)
-    return wait_for_status(api, kb["id"], name.rsplit("/", 1)[-1])[0]
+    return wait_for_status(api, kb["id"], filename,
+                           changed_since=before["updatedAt"] if before else None)[0]
 
 
 def _search(api, kb, query, top_k=5):
@@ -182,8 +186,8 @@ def test_a_changed_upload_replaces_the_old_version_with_no_gap_or_mix(api, s3, k
     searcher.start()
     try:
         s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/versions/farm.txt", Body=new.encode())
-        time.sleep(0.5)
-        done, _ = wait_for_status(api, kb["id"], "farm.txt", wanted=("PROCESSED",), timeout=120)
+        wait_for_status(api, kb["id"], "farm.txt", wanted=("PROCESSED",), timeout=120,
+                        changed_since=doc["updatedAt"])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (seen and seen[-1] == {"beta"}):
             time.sleep(0.2)

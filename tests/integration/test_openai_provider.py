@@ -18,10 +18,11 @@ def server(monkeypatch):
 
 
 def test_batches_stay_within_the_input_limit(server):
+    server.dim = 8  # small vectors: this test is about request sizes
     embedder = OpenAIEmbeddings()
     texts = [f"text number {i}" for i in range(MAX_INPUTS_PER_REQUEST + 52)]
     vectors = embedder.embed_documents(texts)
-    assert len(vectors) == len(texts) and len(vectors[0]) == 1536
+    assert len(vectors) == len(texts) and len(vectors[0]) == 8
     assert [len(r["input"]) for r in server.requests] == [MAX_INPUTS_PER_REQUEST, 52]
     assert server.requests[0]["model"] == "text-embedding-3-small"
 
@@ -52,7 +53,7 @@ def test_it_gives_up_after_max_attempts_and_does_not_retry_client_errors(server)
 
 def test_knowledge_bases_of_different_dimensions_live_side_by_side(server, tenant):
     from chalicelib.knowledge_bases import create_knowledge_base
-    from chalicelib.retrieval import SearchRequest, search_knowledge_base
+    from chalicelib.retrieval import SearchRequest, search
     from tests.integration.test_search import _ingest
 
     principal, _ = tenant
@@ -64,9 +65,9 @@ def test_knowledge_bases_of_different_dimensions_live_side_by_side(server, tenan
     _ingest(local_kb["id"], "a.txt", "Volcanoes erupt molten rock called lava.")
     _ingest(openai_kb["id"], "b.txt", "Glaciers carve valleys out of solid rock.")
     _ingest(openai_kb["id"], "c.txt", "Bakers knead dough before proofing it.")
-    answer = search_knowledge_base(principal, SearchRequest(openai_kb["id"], "glaciers carve valleys", 2))
+    answer = search(principal, SearchRequest((openai_kb["id"],), "glaciers carve valleys", 2))
     assert answer["results"][0]["source"] == "b.txt"
-    assert search_knowledge_base(principal, SearchRequest(local_kb["id"], "lava", 1))["results"][0]["source"] == "a.txt"
+    assert search(principal, SearchRequest((local_kb["id"],), "lava", 1))["results"][0]["source"] == "a.txt"
 
 
 def test_unknown_models_and_unindexable_dimensions_are_refused(server, tenant):

@@ -7,8 +7,8 @@ from chalicelib.embeddings import get_provider
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import extract
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.retrieval import SearchRequest, search_knowledge_base
-from chalicelib.retrieval.search import KnowledgeBaseNotFound
+from chalicelib.retrieval import SearchRequest, search
+from chalicelib.retrieval import KnowledgeBaseNotFound
 from chalicelib.storage import connection, queries
 
 PASSAGES = {
@@ -47,12 +47,12 @@ def filled_kb(tenant):
 
 def test_the_relevant_passage_ranks_first(filled_kb):
     principal, kb = filled_kb
-    answer = search_knowledge_base(principal, SearchRequest(kb["id"], "how do I make bread?", 3))
+    answer = search(principal, SearchRequest((kb["id"],), "how do I make bread?", 3))
     assert [r["source"] for r in answer["results"]][0] == "cooking.txt"
     assert answer["resultCount"] == 3
     sims = [r["similarity"] for r in answer["results"]]
     assert sims == sorted(sims, reverse=True) and 0 < sims[0] <= 1
-    answer = search_knowledge_base(principal, SearchRequest(kb["id"], "infrared astronomy", 1))
+    answer = search(principal, SearchRequest((kb["id"],), "infrared astronomy", 1))
     assert answer["results"][0]["source"] == "space.txt"
     assert answer["results"][0]["chunkIndex"] == 0
 
@@ -63,11 +63,11 @@ def test_another_organisation_sees_nothing(filled_kb):
     _, kb = filled_kb
     stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "mallory")
     with pytest.raises(KnowledgeBaseNotFound):
-        search_knowledge_base(stranger, SearchRequest(kb["id"], "bread", 3))
+        search(stranger, SearchRequest((kb["id"],), "bread", 3))
     with connection() as conn:
         assert queries.get_visible_knowledge_base(conn, stranger, kb["id"]) is None
         # Even the raw search query, given the id, returns nothing for the stranger.
-        assert queries.semantic_search(conn, stranger, kb_id=kb["id"], dim=384,
+        assert queries.semantic_search(conn, stranger, kb_ids=[kb["id"]], dim=384,
                                        query_vector=[0.05] * 384, top_k=3) == []
 
 
@@ -82,9 +82,9 @@ def test_a_colleague_sees_an_org_knowledge_base_but_not_a_private_one(tenant):
     shared = create_knowledge_base(owner, name="Shared", description="", visibility="org")
     private = create_knowledge_base(owner, name="Mine", description="")
     _ingest(shared["id"], "a.txt", PASSAGES["space.txt"])
-    assert search_knowledge_base(colleague, SearchRequest(shared["id"], "telescope", 1))["resultCount"] == 1
+    assert search(colleague, SearchRequest((shared["id"],), "telescope", 1))["resultCount"] == 1
     with pytest.raises(KnowledgeBaseNotFound):
-        search_knowledge_base(colleague, SearchRequest(private["id"], "telescope", 1))
+        search(colleague, SearchRequest((private["id"],), "telescope", 1))
 
 
 def test_filtered_search_fills_top_k_when_the_kb_is_a_tiny_fraction(tenant):
@@ -98,28 +98,27 @@ def test_filtered_search_fills_top_k_when_the_kb_is_a_tiny_fraction(tenant):
     with connection() as conn:
         total = conn.execute("SELECT count(*) AS n FROM chunks").fetchone()["n"]
     assert 3 / total < 0.01
-    # On a table this small the planner would scan it whole; make it use the HNSW
-    # index as it does on a large table, where filtering after the scan loses rows.
-    with connection() as conn:
-        conn.execute("SET enable_seqscan = off")
-        conn.execute("SET enable_bitmapscan = off")
+    # On a table this small the planner reads the knowledge base's rows through
+    # chunks_kb_idx. Take that path away (inside a transaction that is rolled
+    # back) so the HNSW index serves the query, as it does on a large table,
+    # where filtering after the index scan loses rows.
+    with connection() as conn, conn.transaction(force_rollback=True):
+        conn.execute("DROP INDEX chunks_kb_idx")
+        conn.execute("SET LOCAL enable_seqscan = off")
         plan = conn.execute(
             "EXPLAIN SELECT id FROM chunks WHERE embedding_dim = 384 AND kb_id = %s"
             " ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 5",
             (small["id"], queries.vector_literal([0.1] * 384))).fetchall()
-    assert "chunks_embedding_384_hnsw" in str(plan)
-    answer = search_knowledge_base(principal, SearchRequest(small["id"], "warehouse in city 5", 5))
-    with connection() as conn:
-        conn.execute("RESET enable_seqscan")
-        conn.execute("RESET enable_bitmapscan")
+        assert "chunks_embedding_384_hnsw" in str(plan)
+        answer = search(principal, SearchRequest((small["id"],), "warehouse in city 5", 5, strategy="semantic"))
     assert answer["resultCount"] == 3
     assert {r["source"] for r in answer["results"]} == {"s0.txt", "s1.txt", "s2.txt"}
 
 
 def test_the_query_embedding_cache_hits_on_a_repeated_query(filled_kb):
     principal, kb = filled_kb
-    first = search_knowledge_base(principal, SearchRequest(kb["id"], "Revenue  growth", 2))
-    second = search_knowledge_base(principal, SearchRequest(kb["id"], "revenue growth", 2))
+    first = search(principal, SearchRequest((kb["id"],), "Revenue  growth", 2))
+    second = search(principal, SearchRequest((kb["id"],), "revenue growth", 2))
     assert first["metadata"]["cached"] is False
     assert second["metadata"]["cached"] is True
     assert [r["source"] for r in first["results"]] == [r["source"] for r in second["results"]]
@@ -131,7 +130,7 @@ def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
     principal, kb = filled_kb
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
     monkeypatch.setattr(cache, "_client", None)
-    answer = search_knowledge_base(principal, SearchRequest(kb["id"], "bread", 1))
+    answer = search(principal, SearchRequest((kb["id"],), "bread", 1))
     assert answer["results"][0]["source"] == "cooking.txt"
     assert answer["metadata"]["cached"] is False
     assert "query cache unavailable" in caplog.text

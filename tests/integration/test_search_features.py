@@ -1,0 +1,155 @@
+"""Strategies, filters, scores, token budgets, priorities and entries on real PostgreSQL."""
+import secrets
+
+import pytest
+
+from chalicelib.entries import create_entry, search_entries
+from chalicelib.knowledge_bases import create_knowledge_base
+from chalicelib.retrieval import SearchRequest, search
+from chalicelib.storage import connection
+from tests.integration.test_search import _ingest
+
+
+@pytest.fixture
+def library(tenant):
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Library", description="")
+    ids = {
+        "volcano.txt": _ingest(kb["id"], "volcano.txt", "Stratovolcanoes build steep cones from layers of lava and ash."),
+        "reef.txt": _ingest(kb["id"], "reef.txt", "Coral reefs grow slowly in warm shallow seas."),
+        "manual.txt": _ingest(kb["id"], "manual.txt", "Error code XQ-4471 means the pump valve is stuck."),
+    }
+    with connection() as conn:
+        conn.execute("UPDATE chunks SET metadata = '{\"tags\": [\"geo\", \"hot\"], \"team\": \"earth\"}'"
+                     " WHERE document_id = %s", (ids["volcano.txt"],))
+        conn.execute("UPDATE chunks SET metadata = '{\"tags\": [\"sea\"], \"team\": \"ocean\"}'"
+                     " WHERE document_id = %s", (ids["reef.txt"],))
+        conn.execute("UPDATE documents SET processed_at = now() - interval '400 days' WHERE id = %s",
+                     (ids["volcano.txt"],))
+    return principal, kb, ids
+
+
+def _sources(answer):
+    return [r["source"] for r in answer["results"]]
+
+
+def _req(kb, query, **kw):
+    return SearchRequest(knowledge_base_ids=(kb["id"],), query=query, **kw)
+
+
+def test_keyword_search_finds_exact_codes_that_embeddings_miss(library):
+    principal, kb, _ = library
+    answer = search(principal, _req(kb, "XQ-4471", strategy="keyword"))
+    assert _sources(answer) == ["manual.txt"]
+    assert 0 < answer["results"][0]["similarity"] < 1
+    assert answer["metadata"]["strategy"] == "keyword" and answer["metadata"]["cached"] is False
+    assert search(principal, _req(kb, "zebra giraffe", strategy="keyword"))["resultCount"] == 0
+
+
+def test_hybrid_fuses_both_lists_and_debug_shows_each_score(library):
+    principal, kb, _ = library
+    answer = search(principal, _req(kb, "lava and ash", strategy="hybrid", top_k=3, debug=True))
+    top = answer["results"][0]
+    assert top["source"] == "volcano.txt"
+    assert set(top["scores"]) == {"vectorScore", "keywordScore", "fusedScore"}
+    assert top["scores"]["vectorScore"] > 0 and top["scores"]["keywordScore"] > 0
+    assert top["similarity"] == pytest.approx(1.0)  # first in both lists
+    assert "scores" not in search(principal, _req(kb, "lava", strategy="hybrid"))["results"][0]
+
+
+def test_min_score_drops_weak_matches(library):
+    principal, kb, _ = library
+    everything = search(principal, _req(kb, "coral reef", strategy="semantic", top_k=3))
+    assert everything["resultCount"] == 3
+    cut = everything["results"][0]["similarity"] - 0.01
+    strict = search(principal, _req(kb, "coral reef", strategy="semantic", top_k=3, min_score=cut))
+    assert _sources(strict) == ["reef.txt"]
+
+
+@pytest.mark.parametrize("filters,expected", [
+    ({"filename": "reef.txt"}, {"reef.txt"}),
+    ({"filename": "*.txt"}, {"reef.txt", "volcano.txt", "manual.txt"}),
+    ({"tags": ["hot"]}, {"volcano.txt"}),
+    ({"tags": ["sea", "geo"]}, {"reef.txt", "volcano.txt"}),
+    ({"metadata": {"team": "ocean"}}, {"reef.txt"}),
+])
+def test_filters_narrow_in_sql(library, filters, expected):
+    principal, kb, _ = library
+    for strategy in ("semantic", "hybrid"):
+        answer = search(principal, _req(kb, "nature", strategy=strategy, top_k=10, filters=filters))
+        assert set(_sources(answer)) == expected
+
+
+def test_document_id_filter(library):
+    principal, kb, ids = library
+    answer = search(principal, _req(kb, "anything", top_k=10, filters={"documentIds": [ids["manual.txt"]]}))
+    assert _sources(answer) == ["manual.txt"]
+
+
+def test_recency_priority_puts_fresh_documents_first(library):
+    principal, kb, _ = library
+    by_similarity = search(principal, _req(kb, "volcano lava", strategy="semantic", top_k=3))
+    by_recency = search(principal, _req(kb, "volcano lava", strategy="semantic", top_k=3, prioritize_by="recency"))
+    assert _sources(by_similarity)[0] == "volcano.txt"
+    assert _sources(by_recency)[-1] == "volcano.txt"
+    assert [r["rank"] for r in by_recency["results"]] == [1, 2, 3]
+
+
+def test_token_budget_truncates_and_reports_omissions(tenant):
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Long", description="")
+    long = " ".join(f"Paragraph sentence {i} about glaciers moving slowly downhill." for i in range(100))
+    _ingest(kb["id"], "glacier.txt", long, chunk_tokens=300)
+    answer = search(principal, _req(kb, "glaciers", strategy="semantic", top_k=5, max_tokens=150))
+    meta = answer["metadata"]
+    assert meta["totalTokensUsed"] <= 150
+    assert answer["results"][-1]["truncated"] is True
+    assert answer["results"][-1]["content"].endswith(".")
+    with connection() as conn:
+        chunks = conn.execute("SELECT count(*) AS n FROM chunks WHERE kb_id = %s", (kb["id"],)).fetchone()["n"]
+    assert chunks >= 3
+    # Passages fit whole until one does not: it is cut, and those after it left out.
+    assert [r["truncated"] for r in answer["results"]] == [False] * (answer["resultCount"] - 1) + [True]
+    assert meta["omittedCount"] == min(5, chunks) - answer["resultCount"] > 0
+    assert f"{meta['omittedCount']} more left out" in answer["summary"]
+
+
+def test_several_knowledge_bases_merge(tenant):
+    principal, _ = tenant
+    a = create_knowledge_base(principal, name="A", description="")
+    b = create_knowledge_base(principal, name="B", description="")
+    _ingest(a["id"], "a.txt", "Owls hunt mice at night.")
+    _ingest(b["id"], "b.txt", "Owls have silent feathers for hunting.")
+    answer = search(principal, SearchRequest(knowledge_base_ids=(a["id"], b["id"]), query="owls hunting", top_k=5))
+    assert {r["knowledgeBaseId"] for r in answer["results"]} == {a["id"], b["id"]}
+    scores = [r["similarity"] for r in answer["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert answer["knowledgeBaseName"] == "A, B"
+
+
+def test_entries_are_searchable_at_once_and_titles_weigh_more(tenant):
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Answers", description="")
+    titled = create_entry(principal, kb["id"], title="Kubernetes autoscaling",
+                          content="Use the horizontal pod autoscaler with CPU targets.", metadata={"agent": "r1"})
+    body_only = create_entry(principal, kb["id"], title="Cluster notes",
+                             content="We once discussed kubernetes autoscaling briefly in passing, among many other things.",
+                             metadata={})
+    assert titled["url"] == f"knowledge://entries/{titled['id']}"
+    answer = search(principal, _req(kb, "kubernetes autoscaling", strategy="keyword", top_k=5))
+    assert answer["results"][0]["documentId"] == titled["id"]
+    assert answer["results"][0]["source"] == "Kubernetes autoscaling"
+    found = search_entries(principal, "kubernetes autoscaling", 5)
+    assert [f["url"] for f in found][:2] == [titled["url"], body_only["url"]]
+    assert all(0 <= f["score"] <= 1 for f in found) and found[0]["title"] == "Kubernetes autoscaling"
+
+
+def test_knowledge_search_shows_only_the_callers_entries(tenant):
+    from chalicelib.auth import issue_key
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Mine", description="", visibility="public")
+    create_entry(principal, kb["id"], title="Secret recipe", content="Add cardamom to the dough.", metadata={})
+    other, _ = issue_key(f"org-{secrets.token_hex(4)}", "zed")
+    assert search_entries(other, "cardamom dough", 5) == []
+    assert len(search_entries(principal, "cardamom dough", 5)) == 1
