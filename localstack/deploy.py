@@ -188,8 +188,8 @@ def deploy(session: boto3.Session, endpoint_url: str, env: dict, bucket: str) ->
                                      reserved_concurrency=EMBED_CONCURRENCY if state == "Embed" else None)
             for state, handler in PIPELINE_FUNCTIONS.items()}
     state_machine_arn = deployer.state_machine(arns)
-    trigger_arn = deployer.function(f"{PREFIX}-s3-trigger", "s3_trigger", code,
-                                    {**env, "STATE_MACHINE_ARN": state_machine_arn}, timeout=60)
+    env = {**env, "STATE_MACHINE_ARN": state_machine_arn}  # the trigger and the API start runs
+    trigger_arn = deployer.function(f"{PREFIX}-s3-trigger", "s3_trigger", code, env, timeout=60)
     deployer.bucket_notifications(trigger_arn)
     reconcile_arn = deployer.function(f"{PREFIX}-pipeline-reconcile", "pipeline_reconcile", code, env, timeout=120)
     deployer.schedule(reconcile_arn, f"{PREFIX}-reconcile", "rate(5 minutes)")

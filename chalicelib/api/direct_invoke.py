@@ -4,7 +4,7 @@ IAM decides who may invoke it at all; the apiKey in the payload names the tenant
 and answers use the same envelope as the HTTP API."""
 import logging
 
-from chalicelib.api.http import ApiError
+from chalicelib.api.http import ApiError, check_text
 from chalicelib.api.search import parse_search_request, run_search
 from chalicelib.auth import authenticate
 
@@ -15,6 +15,7 @@ def handle_kb_search(event: dict) -> dict:
     try:
         if not isinstance(event, dict):
             raise ApiError(400, "INVALID_INPUT", "the payload must be a JSON object")
+        check_text(event)
         principal = authenticate(event.get("apiKey"))
         if principal is None:
             raise ApiError(401, "UNAUTHORIZED", "apiKey is missing or not valid")

@@ -2,8 +2,8 @@
 from chalice import Blueprint
 
 from chalicelib import entries
-from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found, ok,
-                                 string_field)
+from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found,
+                                 ok, query_params, string_field)
 from chalicelib.knowledge_bases import documents
 
 blueprint = Blueprint(__name__)
@@ -90,7 +90,7 @@ def create_entry(principal, kb_id):
 @blueprint.route("/knowledge-search", methods=["GET"])
 @authenticated(blueprint)
 def knowledge_search(principal):
-    params = blueprint.current_request.query_params or {}
+    params = query_params(blueprint.current_request)
     query = (params.get("q") or "").strip()
     if not query:
         raise invalid("q", "is required")

@@ -36,6 +36,31 @@ def error_response(status: int, code: str, message: str) -> Response:
                     status_code=status, headers=JSON_HEADERS)
 
 
+def _bad_text(value: str) -> bool:
+    """NUL cannot be stored in PostgreSQL text, and a lone surrogate is not Unicode."""
+    if "\x00" in value:
+        return True
+    try:
+        value.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def check_text(value: Any, path: str = "body") -> None:
+    """Refuse, naming where, any string (key or value) that cannot be stored as text."""
+    if isinstance(value, str):
+        if _bad_text(value):
+            raise invalid(path, "contains a NUL character or invalid Unicode")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, path)
+            check_text(item, f"{path}.{key}" if path != "body" else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_text(item, f"{path}[{index}]")
+
+
 def json_body(request) -> dict:
     raw = request.raw_body or b""
     if not raw.strip():
@@ -46,7 +71,15 @@ def json_body(request) -> dict:
         raise ApiError(400, "INVALID_JSON", f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "INVALID_JSON", "the request body must be a JSON object")
+    check_text(body)
     return body
+
+
+def query_params(request) -> dict:
+    params = dict(request.query_params or {})
+    for name, value in params.items():
+        check_text(value, name)
+    return params
 
 
 def string_field(body: dict, name: str, *, required: bool, max_length: int, default: str = "") -> str:

@@ -2,8 +2,8 @@
 from chalice import Blueprint
 
 from chalicelib import knowledge_bases as kbs
-from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body,
-                                 not_found, ok, string_field)
+from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found,
+                                 ok, query_params, string_field)
 
 blueprint = Blueprint(__name__)
 VISIBILITIES = ("private", "org", "public")
@@ -38,7 +38,7 @@ def create_knowledge_base(principal):
 @blueprint.route("/knowledge-bases", methods=["GET"])
 @authenticated(blueprint)
 def list_knowledge_bases(principal):
-    params = blueprint.current_request.query_params or {}
+    params = query_params(blueprint.current_request)
     limit = int_field(params.get("limit"), "limit", low=1, high=100, default=20)
     return ok(kbs.list_knowledge_bases(principal, limit=limit, after=params.get("nextToken")))
 
@@ -85,7 +85,7 @@ def delete_knowledge_base(principal, kb_id):
 @blueprint.route("/knowledge-bases/{kb_id}/documents", methods=["GET"])
 @authenticated(blueprint)
 def list_documents(principal, kb_id):
-    status = (blueprint.current_request.query_params or {}).get("status")
+    status = query_params(blueprint.current_request).get("status")
     if status is not None and status not in kbs.DOCUMENT_STATUSES:
         raise invalid("status", f"must be one of {', '.join(kbs.DOCUMENT_STATUSES)}")
     documents = kbs.list_documents(principal, kb_id, status)

@@ -3,7 +3,7 @@ existing agent workers expect."""
 from chalice import Blueprint, Response
 
 from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found,
-                                 ok, string_field)
+                                 ok, query_params, string_field)
 from chalicelib.retrieval import PRIORITIES, STRATEGIES, KnowledgeBaseNotFound, SearchRequest, search
 
 blueprint = Blueprint(__name__)
@@ -100,7 +100,7 @@ def search_many(principal):
 @authenticated(blueprint)
 def query_bare(principal, kb_id):
     """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}]."""
-    params = blueprint.current_request.query_params or {}
+    params = query_params(blueprint.current_request)
     if not (params.get("q") or "").strip():
         raise invalid("q", "is required")
     body = {"query": params.get("q"),

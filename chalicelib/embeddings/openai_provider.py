@@ -28,6 +28,8 @@ class OpenAIEmbeddings:
     def __init__(self, model: str = default_model, *, client=None, max_attempts: int = 6,
                  base_delay: float = 0.5, max_delay: float = 20.0,
                  sleep: Callable[[float], None] = time.sleep):
+        if client is None and not os.environ.get("OPENAI_API_KEY"):
+            raise ValueError("embedding.provider: openai is not configured here (OPENAI_API_KEY is not set)")
         self.model, self.dimension = model, DIMENSIONS[model]
         # Retries are ours (jitter, metrics-friendly logs), so the client's are off.
         self._client = client or openai.OpenAI(base_url=os.environ.get("OPENAI_BASE_URL") or None,

@@ -83,6 +83,8 @@ def extract(data: bytes, filename: str, limits: Limits = Limits()) -> Extracted:
         extracted = _extract_docx(data)
     else:
         extracted = {MARKDOWN: _extract_markdown, HTML: _extract_html, TEXT: _extract_text}[content_type](data)
+    for section in extracted.sections:  # PostgreSQL text cannot hold NUL
+        section.text = section.text.replace("\x00", "")
     extracted.sections = [s for s in extracted.sections if s.text.strip()]
     if not extracted.sections:
         raise IngestionError("NO_TEXT", f"{filename}: no text could be extracted")

@@ -43,7 +43,10 @@ def handle_s3_event(event: dict) -> dict:
 def _restart_for_sidecar(bucket: str, kb_id: str, document_key: str):
     with connection() as conn:
         doc = queries.find_document_by_key(conn, kb_id, document_key)
-    return start_ingestion(bucket, document_key, kb_id, doc["size_bytes"]) if doc else None
+    # Only a document whose bytes were seen is re-run; otherwise its own upload will be.
+    if doc is None or doc["content_hash"] is None:
+        return None
+    return start_ingestion(bucket, document_key, kb_id, doc["size_bytes"])
 
 
 def start_ingestion(bucket: str, key: str, kb_id: str, size) -> str | None:

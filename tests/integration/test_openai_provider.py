@@ -83,3 +83,13 @@ def test_unknown_models_and_unindexable_dimensions_are_refused(server, tenant):
         create_knowledge_base(principal, name="x", description="", provider="cohere")
     with pytest.raises(ValueError, match="chunking.chunkOverlap"):
         create_knowledge_base(principal, name="x", description="", chunk_tokens=100, chunk_overlap=80)
+
+
+def test_openai_without_a_key_is_refused_up_front(monkeypatch, tenant):
+    from chalicelib.knowledge_bases import create_knowledge_base
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(registry, "_providers", {})
+    principal, _ = tenant
+    with pytest.raises(ValueError, match="embedding.provider: openai is not configured"):
+        create_knowledge_base(principal, name="x", description="", provider="openai")
