@@ -27,8 +27,9 @@ def cut_to_tokens(text: str, budget: int) -> str:
 def pack(results: list[dict], max_tokens: int) -> tuple[list[dict], int, int]:
     """(kept results, tokens used, number left out), in the given order."""
     kept, used = [], 0
-    for index, result in enumerate(results):
-        tokens = count_tokens(result["content"])
+    for result in results:
+        # Chunks carry the count made when they were cut; count only what lacks one.
+        tokens = result.get("token_count") or count_tokens(result["content"])
         if used + tokens <= max_tokens:
             kept.append({**result, "tokens": tokens, "truncated": False})
             used += tokens

@@ -4,6 +4,7 @@ Tenant scoping lives here: a caller reaches a knowledge base only through
 VISIBLE_KB, so another tenant's rows never leave the database.
 """
 import json
+import re
 from typing import Any, Iterable, Optional
 
 import psycopg
@@ -340,11 +341,13 @@ def _like_pattern(glob: str) -> str:
 
 
 def _filter_sql(filters: dict, params: dict) -> str:
-    """SQL conditions for the search filters; every value travels as a parameter."""
+    """SQL conditions on the chunks table alone (c) for the search filters, so the
+    vector search can stay a single-table index scan; values travel as parameters."""
     clauses = []
     if filters.get("filename"):
         params["f_filename"] = _like_pattern(filters["filename"])
-        clauses.append("d.filename LIKE %(f_filename)s")
+        clauses.append("c.document_id IN (SELECT f.id FROM documents f WHERE f.kb_id = ANY(%(kb_ids)s)"
+                       " AND f.filename LIKE %(f_filename)s)")
     if filters.get("documentIds"):
         params["f_documents"] = list(filters["documentIds"])
         clauses.append("c.document_id = ANY(%(f_documents)s)")
@@ -357,7 +360,8 @@ def _filter_sql(filters: dict, params: dict) -> str:
         clauses.append("c.metadata @> %(f_metadata)s::jsonb")
     if filters.get("entriesBy"):  # internal: the entries one user wrote
         params["f_entries_by"] = filters["entriesBy"]
-        clauses.append("d.kind = 'entry' AND d.created_by = %(f_entries_by)s")
+        clauses.append("c.document_id IN (SELECT f.id FROM documents f WHERE f.kb_id = ANY(%(kb_ids)s)"
+                       " AND f.kind = 'entry' AND f.created_by = %(f_entries_by)s)")
     return "".join(f" AND {clause}" for clause in clauses)
 
 
@@ -369,14 +373,20 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
     params = _scope(principal, kb_ids=list(kb_ids), dim=dim, q=vector_literal(query_vector), k=top_k)
     where = _filter_sql(filters or {}, params)
     distance = f"c.embedding::vector({dim}) <=> %(q)s::vector({dim})"
+    # The nearest chunks come from a single-table scan the planner serves from the
+    # HNSW index; joins and the tenant check wrap it (inside, they make the
+    # planner under-estimate the rows and sort the whole knowledge base instead).
     sql = f"""
-        SELECT {CHUNK_RESULT_COLUMNS}, 1 - ({distance}) AS score
-          FROM chunks c
+        SELECT {CHUNK_RESULT_COLUMNS}, 1 - c.distance AS score
+          FROM (SELECT c.*, {distance} AS distance
+                  FROM chunks c
+                 WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s{where}
+                 ORDER BY {{order}}
+                 LIMIT %(k)s) c
           JOIN documents d ON d.id = c.document_id
           JOIN knowledge_bases kb ON kb.id = c.kb_id
-         WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s AND {VISIBLE_KB}{where}
-         ORDER BY {{order}}
-         LIMIT %(k)s"""
+         WHERE {VISIBLE_KB}
+         ORDER BY c.distance, c.id"""
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.ef_search = %s" % min(1000, max(40, top_k * 2)))
         rows = conn.execute(sql.format(order=distance), params).fetchall()
@@ -387,18 +397,33 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
     return rows
 
 
+_WEB_SYNTAX = re.compile(r'"|\bOR\b|(^|\s)-\w')
+
+
+def _tsquery(query: str, params: dict) -> str:
+    """Natural-language questions rarely contain every word of the passage that
+    answers them, so a plain query matches any of its words and the rank sorts it
+    out; a query written in web-search syntax ("phrase", OR, -word) keeps it."""
+    if _WEB_SYNTAX.search(query):
+        params["tsquery"] = query
+        return "websearch_to_tsquery('english', %(tsquery)s)"
+    params["tsquery"] = " | ".join(re.findall(r"[^\W_]+", query)) or "''"
+    return "to_tsquery('english', %(tsquery)s)"
+
+
 def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: str,
                    top_k: int, filters: Optional[dict] = None) -> list[dict]:
-    """PostgreSQL full-text search (GIN index); ts_rank_cd with normalisation 32
-    maps the rank into 0..1 (rank / (rank + 1)). Titles weigh more than bodies."""
-    params = _scope(principal, kb_ids=list(kb_ids), query=query, k=top_k)
+    """PostgreSQL full-text search (GIN index). ts_rank with normalisation 32 maps
+    the rank into 0..1 (rank / (rank + 1)); titles (weight A) count more than bodies (B)."""
+    params = _scope(principal, kb_ids=list(kb_ids), k=top_k)
     where = _filter_sql(filters or {}, params)
+    tsquery = _tsquery(query, params)
     return conn.execute(
-        f"""SELECT {CHUNK_RESULT_COLUMNS}, ts_rank_cd('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
+        f"""SELECT {CHUNK_RESULT_COLUMNS}, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
               FROM chunks c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id,
-                   websearch_to_tsquery('english', %(query)s) q
+                   {tsquery} q
              WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ q AND {VISIBLE_KB}{where}
              ORDER BY score DESC, c.id
              LIMIT %(k)s""",
