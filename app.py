@@ -3,7 +3,7 @@ import logging
 
 from chalice import Chalice
 
-from chalicelib.api import documents, knowledge_bases, search
+from chalicelib.api import agents, documents, knowledge_bases, search
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.ingestion import reconcile, steps, trigger
 
@@ -13,6 +13,7 @@ logging.getLogger("chalicelib").setLevel(logging.INFO)
 app.register_blueprint(knowledge_bases)
 app.register_blueprint(documents)
 app.register_blueprint(search)
+app.register_blueprint(agents)
 
 
 @app.lambda_function(name="s3_trigger")

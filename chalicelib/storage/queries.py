@@ -400,14 +400,17 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
 _WEB_SYNTAX = re.compile(r'"|\bOR\b|(^|\s)-\w')
 
 
-def _tsquery(query: str, params: dict) -> str:
+def _tsquery(query: str, params: dict) -> Optional[str]:
     """Natural-language questions rarely contain every word of the passage that
     answers them, so a plain query matches any of its words and the rank sorts it
     out; a query written in web-search syntax ("phrase", OR, -word) keeps it."""
     if _WEB_SYNTAX.search(query):
         params["tsquery"] = query
         return "websearch_to_tsquery('english', %(tsquery)s)"
-    params["tsquery"] = " | ".join(re.findall(r"[^\W_]+", query)) or "''"
+    words = re.findall(r"[^\W_]+", query)
+    if not words:
+        return None  # nothing a full-text index could match
+    params["tsquery"] = " | ".join(words)
     return "to_tsquery('english', %(tsquery)s)"
 
 
@@ -418,6 +421,8 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
     params = _scope(principal, kb_ids=list(kb_ids), k=top_k)
     where = _filter_sql(filters or {}, params)
     tsquery = _tsquery(query, params)
+    if tsquery is None:
+        return []
     return conn.execute(
         f"""SELECT {CHUNK_RESULT_COLUMNS}, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
               FROM chunks c
@@ -436,3 +441,71 @@ def visible_knowledge_bases(conn: psycopg.Connection, principal, kb_ids: list[st
         f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s) AND {VISIBLE_KB}",
         _scope(principal, kb_ids=list(kb_ids)),
     ).fetchall()
+
+
+# --- agents -----------------------------------------------------------------
+# Agents belong to an organisation: its members see and manage them.
+
+AGENT_COLUMNS = "id, org_id, owner_id, name, description, available_tools, created_at, updated_at"
+
+
+def insert_agent(conn: psycopg.Connection, principal, *, agent_id: str, name: str, description: str,
+                 tools: list) -> dict:
+    return conn.execute(
+        f"INSERT INTO agents (id, org_id, owner_id, name, description, available_tools)"
+        f" VALUES (%s, %s, %s, %s, %s, %s) RETURNING {AGENT_COLUMNS}",
+        (agent_id, principal.org_id, principal.user_id, name, description, json.dumps(tools)),
+    ).fetchone()
+
+
+def get_agent(conn: psycopg.Connection, principal, agent_id: str, *, for_update: bool = False) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = %s AND org_id = %s" + (" FOR UPDATE" if for_update else ""),
+        (agent_id, principal.org_id),
+    ).fetchone()
+
+
+def list_agents(conn: psycopg.Connection, principal) -> list[dict]:
+    return conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = %s ORDER BY created_at, id",
+                        (principal.org_id,)).fetchall()
+
+
+def update_agent(conn: psycopg.Connection, principal, agent_id: str, changes: dict) -> Optional[dict]:
+    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "available_tools")}
+    if "available_tools" in allowed:
+        allowed["available_tools"] = json.dumps(allowed["available_tools"])
+    sets = ", ".join(f"{column} = %({column})s" for column in allowed) or "name = name"
+    return conn.execute(
+        f"UPDATE agents SET {sets}, updated_at = now() WHERE id = %(id)s AND org_id = %(org_id)s"
+        f" RETURNING {AGENT_COLUMNS}",
+        {**allowed, "id": agent_id, "org_id": principal.org_id},
+    ).fetchone()
+
+
+def delete_agent(conn: psycopg.Connection, principal, agent_id: str) -> bool:
+    return conn.execute("DELETE FROM agents WHERE id = %s AND org_id = %s",
+                        (agent_id, principal.org_id)).rowcount == 1
+
+
+def write_audit(conn: psycopg.Connection, principal, *, agent_id: str, action: str, tool_id: Optional[str],
+                before, after) -> None:
+    conn.execute(
+        "INSERT INTO audit_log (org_id, user_id, agent_id, action, tool_id, before, after)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (principal.org_id, principal.user_id, agent_id, action, tool_id,
+         json.dumps(before) if before is not None else None, json.dumps(after) if after is not None else None),
+    )
+
+
+def audit_entries(conn: psycopg.Connection, principal, agent_id: str) -> list[dict]:
+    return conn.execute(
+        "SELECT id, user_id, action, tool_id, before, after, created_at FROM audit_log"
+        " WHERE agent_id = %s AND org_id = %s ORDER BY id", (agent_id, principal.org_id),
+    ).fetchall()
+
+
+def visible_knowledge_base_names(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[str, str]:
+    return {r["id"]: r["name"] for r in conn.execute(
+        f"SELECT kb.id, kb.name FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s) AND {VISIBLE_KB}",
+        _scope(principal, kb_ids=list(kb_ids)),
+    ).fetchall()}

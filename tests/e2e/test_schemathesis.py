@@ -17,14 +17,25 @@ def target(api):
     """A real knowledge base to aim the generated requests at (deleting it is left to other tests)."""
     kb = api.call("POST", "/knowledge-bases", {"name": "Fuzzed"}).json()["data"]
     api.call("POST", f"/knowledge-bases/{kb['id']}/entries", {"title": "Seed", "content": "Seed text for search."})
-    return {"kb_id": kb["id"], "key": api.key, "url": read_local_env()["KB_API_URL"]}
+    agent = api.call("POST", "/agents", {"name": "Fuzzed agent"}).json()["data"]
+    tool = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
+                    {"quickAdd": True, "knowledgeBaseId": kb["id"]}).json()["data"]
+    return {"kb_id": kb["id"], "agent_id": agent["id"], "tool_id": tool["id"], "key": api.key,
+            "url": read_local_env()["KB_API_URL"]}
+
+
+# Deleting these would leave the rest of the run nothing real to aim at.
+KEEP = {("DELETE", "/knowledge-bases/{kb_id}"), ("DELETE", "/agents/{agent_id}"),
+        ("DELETE", "/agents/{agent_id}/tools/{tool_id}")}
 
 
 @schema.parametrize()
 @settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_openapi_document(case, target):
-    if "kb_id" in (case.path_parameters or {}) and not (case.method == "DELETE" and case.path == "/knowledge-bases/{kb_id}"):
-        case.path_parameters["kb_id"] = target["kb_id"]
+    if (case.method, case.path) not in KEEP:
+        for name in ("kb_id", "agent_id", "tool_id"):
+            if name in (case.path_parameters or {}):
+                case.path_parameters[name] = target[name]
     case.call_and_validate(base_url=target["url"], headers={"Authorization": f"Bearer {target['key']}"},
                            checks=CHECKS, timeout=60)

@@ -153,3 +153,12 @@ def test_knowledge_search_shows_only_the_callers_entries(tenant):
     other, _ = issue_key(f"org-{secrets.token_hex(4)}", "zed")
     assert search_entries(other, "cardamom dough", 5) == []
     assert len(search_entries(principal, "cardamom dough", 5)) == 1
+
+
+@pytest.mark.parametrize("query", ["\u0011", "___", "?!", "the and of"])
+def test_queries_without_searchable_words_answer_empty_not_an_error(library, query):
+    principal, kb, _ = library
+    for strategy in ("keyword", "hybrid"):
+        answer = search(principal, _req(kb, query, strategy=strategy))
+        assert answer["resultCount"] >= 0
+    assert search(principal, _req(kb, query, strategy="keyword"))["resultCount"] == 0

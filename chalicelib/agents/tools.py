@@ -1,0 +1,127 @@
+"""The knowledge-base tool: its JSON shape, its name rules and its definitions for
+the LLM APIs (OpenAI function tools, Anthropic tool use, MCP tools/list)."""
+import re
+import secrets
+from typing import Optional
+
+KNOWLEDGE_BASE = "knowledge_base"
+NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # valid for OpenAI, Anthropic and MCP clients
+DEFAULT_TOP_K, DEFAULT_MIN_SCORE = 5, 0.7
+
+
+class ToolError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9]+", "_", name.lower())).strip("_")
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base` cut to fit 64 characters, with _2, _3… added when the agent has it already."""
+    base = (base or "search_knowledge_base")[:64].rstrip("_")
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        suffix = f"_{n}"
+        name = base[: 64 - len(suffix)].rstrip("_") + suffix
+    return name
+
+
+def quick_add_name(kb_name: str, taken: set[str]) -> str:
+    snake = snake_case(kb_name)
+    return unique_name(f"search_{snake}" if snake else "search_knowledge_base", taken)
+
+
+def check_name(name: str, taken: set[str]) -> str:
+    if not NAME_RULE.match(name):
+        raise ToolError(400, "INVALID_INPUT",
+                        "toolName: 1 to 64 letters, digits, '_' or '-' (the rule every major LLM tool API accepts)")
+    if name in taken:
+        raise ToolError(409, "TOOL_NAME_TAKEN", f"toolName: the agent already has a tool named {name}")
+    return name
+
+
+def check_defaults(top_k, min_score) -> tuple[int, float]:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 20:
+        raise ToolError(400, "INVALID_INPUT", "defaultTopK: must be an integer from 1 to 20")
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
+        raise ToolError(400, "INVALID_INPUT", "defaultMinScore: must be a number from 0 to 1")
+    return top_k, float(min_score)
+
+
+def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str, top_k: int,
+                        min_score: float, tool_id: Optional[str] = None) -> dict:
+    return {
+        "id": tool_id or f"tool_kb_{secrets.token_hex(8)}",
+        "name": name,
+        "description": description,
+        "type": KNOWLEDGE_BASE,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Search query"},
+                "topK": {"type": "number", "default": top_k, "minimum": 1, "maximum": 20},
+                "minScore": {"type": "number", "default": min_score, "minimum": 0.0, "maximum": 1.0},
+            },
+            "required": ["query"],
+        },
+        "config": {"knowledgeBaseId": kb_id, "knowledgeBaseName": kb_name,
+                   "defaultTopK": top_k, "defaultMinScore": min_score},
+    }
+
+
+def with_defaults(tool: dict, top_k: int, min_score: float) -> dict:
+    """The same tool with new defaults, in its config and in its schema."""
+    updated = {**tool, "config": {**tool["config"], "defaultTopK": top_k, "defaultMinScore": min_score}}
+    properties = dict(tool["schema"]["properties"])
+    properties["topK"] = {**properties["topK"], "default": top_k}
+    properties["minScore"] = {**properties["minScore"], "default": min_score}
+    updated["schema"] = {**tool["schema"], "properties": properties}
+    return updated
+
+
+def check_tools_array(tools) -> list[dict]:
+    """availableTools as given to POST/PATCH /agents: objects with an id, a valid
+    unique name and a type; knowledge-base tools in their full shape."""
+    if not isinstance(tools, list):
+        raise ToolError(400, "INVALID_INPUT", "availableTools: must be a list of tools")
+    names, ids = set(), set()
+    for index, tool in enumerate(tools):
+        where = f"availableTools[{index}]"
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not isinstance(tool.get("type"), str):
+            raise ToolError(400, "INVALID_INPUT", f"{where}: must be an object with a name and a type")
+        if not NAME_RULE.match(tool["name"]) or tool["name"] in names:
+            raise ToolError(400, "INVALID_INPUT", f"{where}.name: must be unique, 1 to 64 of [A-Za-z0-9_-]")
+        tool.setdefault("id", f"tool_{secrets.token_hex(8)}")
+        if not isinstance(tool["id"], str) or tool["id"] in ids:
+            raise ToolError(400, "INVALID_INPUT", f"{where}.id: must be a unique string")
+        if tool["type"] == KNOWLEDGE_BASE:
+            config = tool.get("config")
+            if not isinstance(config, dict) or not isinstance(config.get("knowledgeBaseId"), str):
+                raise ToolError(400, "INVALID_INPUT", f"{where}.config.knowledgeBaseId: is required")
+        names.add(tool["name"])
+        ids.add(tool["id"])
+    return tools
+
+
+def _schema(tool: dict) -> dict:
+    return tool.get("schema") or {"type": "object", "properties": {}}
+
+
+def as_openai(tool: dict) -> dict:
+    return {"type": "function", "function": {"name": tool["name"], "description": tool.get("description", ""),
+                                             "parameters": _schema(tool)}}
+
+
+def as_anthropic(tool: dict) -> dict:
+    return {"name": tool["name"], "description": tool.get("description", ""), "input_schema": _schema(tool)}
+
+
+def as_mcp(tool: dict) -> dict:
+    return {"name": tool["name"], "description": tool.get("description", ""), "inputSchema": _schema(tool)}
+
+
+FORMATS = {"openai": as_openai, "anthropic": as_anthropic, "mcp": as_mcp}

@@ -1,0 +1,68 @@
+import pytest
+
+from chalicelib.agents import tools
+from chalicelib.agents.invoke import check_arguments
+from chalicelib.agents.tools import ToolError
+
+
+def test_quick_add_names_are_snake_case_valid_and_unique():
+    assert tools.quick_add_name("Product Documentation", set()) == "search_product_documentation"
+    assert tools.quick_add_name("Q3 — Sales & Marketing!!", set()) == "search_q3_sales_marketing"
+    assert tools.quick_add_name("Ünïcode Ωmega", set()) == "search_n_code_mega"
+    assert tools.quick_add_name("!!!", set()) == "search_knowledge_base"
+    taken = {"search_docs", "search_docs_2"}
+    assert tools.quick_add_name("Docs", taken) == "search_docs_3"
+    long = tools.quick_add_name("x" * 200, set())
+    assert len(long) == 64 and tools.NAME_RULE.match(long)
+    assert len(tools.quick_add_name("x" * 200, {long})) <= 64
+
+
+@pytest.mark.parametrize("name", ["", "has space", "dot.name", "x" * 65, "émoji"])
+def test_invalid_tool_names_are_refused(name):
+    with pytest.raises(ToolError) as err:
+        tools.check_name(name, set())
+    assert err.value.status == 400
+
+
+def test_a_taken_name_is_a_conflict():
+    with pytest.raises(ToolError) as err:
+        tools.check_name("search_docs", {"search_docs"})
+    assert (err.value.status, err.value.code) == (409, "TOOL_NAME_TAKEN")
+
+
+def test_the_tool_has_exactly_the_documented_shape():
+    tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="Product Documentation", name="search_product_docs",
+                                     description="Search product documentation knowledge base", top_k=5,
+                                     min_score=0.7)
+    assert set(tool) == {"id", "name", "description", "type", "schema", "config"}
+    assert tool["id"].startswith("tool_kb_") and tool["type"] == "knowledge_base"
+    assert tool["schema"] == {"type": "object", "properties": {
+        "query": {"type": "string", "description": "Search query"},
+        "topK": {"type": "number", "default": 5, "minimum": 1, "maximum": 20},
+        "minScore": {"type": "number", "default": 0.7, "minimum": 0.0, "maximum": 1.0}}, "required": ["query"]}
+    assert tool["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Product Documentation",
+                              "defaultTopK": 5, "defaultMinScore": 0.7}
+    edited = tools.with_defaults(tool, 3, 0.5)
+    assert edited["schema"]["properties"]["topK"]["default"] == 3 and edited["config"]["defaultMinScore"] == 0.5
+    assert tool["config"]["defaultTopK"] == 5  # the original is untouched
+
+
+def test_definitions_for_each_llm_api():
+    tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="Search D",
+                                     top_k=5, min_score=0.7)
+    assert tools.as_openai(tool) == {"type": "function", "function": {
+        "name": "search_d", "description": "Search D", "parameters": tool["schema"]}}
+    assert tools.as_anthropic(tool) == {"name": "search_d", "description": "Search D", "input_schema": tool["schema"]}
+    assert tools.as_mcp(tool) == {"name": "search_d", "description": "Search D", "inputSchema": tool["schema"]}
+
+
+def test_arguments_are_checked_and_defaults_filled():
+    tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="d",
+                                     top_k=4, min_score=0.6)
+    assert check_arguments({"query": " pumps "}, tool) == ("pumps", 4, 0.6)
+    assert check_arguments({"query": "x", "topK": 2.0, "minScore": 0}, tool) == ("x", 2, 0.0)
+    for bad in ({}, {"query": ""}, {"query": "x", "topK": 0}, {"query": "x", "topK": 2.5},
+                {"query": "x", "minScore": 1.5}, {"query": "x", "colour": "red"}, ["query"]):
+        with pytest.raises(ToolError) as err:
+            check_arguments(bad, tool)
+        assert err.value.code == "INVALID_ARGUMENTS"
