@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install redis up down status key test
+.PHONY: install redis up down status key test bench
 
 install: $(VENV)/.installed
 
@@ -37,3 +37,9 @@ key:
 test: install redis
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The benchmarks and docs/benchmarks.md (`make bench QUICK=1` checks the harness in about a minute).
+bench: install redis
+	@$(PY) -m pip install -q -r requirements-bench.txt
+	@$(PY) localstack/stack.py up --no-demo >/dev/null
+	@$(PY) bench/report.py $(if $(QUICK),--quick)
