@@ -10,7 +10,6 @@ bounded number of seconds per level.
 import argparse
 import json
 import os
-import statistics
 import threading
 import time
 

@@ -6,7 +6,6 @@ Chroma (a local vector database) and BM25 (rank_bm25), run in this process.
 import argparse
 import json
 import re
-import statistics
 import time
 
 from common import ROOT, corpus, embed_corpus, percentile, quality, queries_and_qrels

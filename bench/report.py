@@ -132,8 +132,7 @@ def markdown(ours: dict, peer: dict, api_results: dict, ingest: str, images: lis
               "## Ingestion", "", "```", ingest.strip(), "```", "",
               "## Not measured yet", "",
               "- 1M chunks: growing the synthetic corpus inserts into the HNSW index row by row (about 10 minutes "
-              "per 100k chunks here); a bulk load with the index built afterwards is the way to get there.",
-              "- One 50 MB PDF end to end.", ""]
+              "per 100k chunks here); a bulk load with the index built afterwards is the way to get there.", ""]
     return "\n".join(lines)
 
 

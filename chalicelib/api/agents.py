@@ -3,7 +3,7 @@ from chalice import Blueprint, Response
 
 from chalicelib.agents import FORMATS, ToolError, invoke_tool, service
 from chalicelib.api.http import (JSON_HEADERS, ApiError, authenticated, invalid, json_body, ok,
-                                 query_params, string_field)
+                                 query_params, refuse_unknown, string_field)
 
 blueprint = Blueprint(__name__)
 
@@ -42,9 +42,8 @@ def get_agent(principal, agent_id):
 @authenticated(blueprint)
 def update_agent(principal, agent_id):
     body = json_body(blueprint.current_request)
-    unknown = set(body) - {"name", "description", "availableTools"}
-    if unknown:
-        raise invalid(sorted(unknown)[0], "cannot be changed; use name, description or availableTools")
+    refuse_unknown(body, {"name", "description", "availableTools"},
+                   "cannot be changed; use name, description or availableTools")
     changes = {}
     if "name" in body:
         changes["name"] = string_field(body, "name", required=True, max_length=200)
@@ -89,9 +88,7 @@ def link_knowledge_base(principal, agent_id):
 def edit_knowledge_base_tool(principal, agent_id, tool_id):
     body = json_body(blueprint.current_request)
     allowed = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore"}
-    unknown = set(body) - allowed
-    if unknown:
-        raise invalid(sorted(unknown)[0], f"cannot be changed; use {', '.join(sorted(allowed))}")
+    refuse_unknown(body, allowed, f"cannot be changed; use {', '.join(sorted(allowed))}")
     if not body:
         raise invalid("body", f"send at least one of {', '.join(sorted(allowed))}")
     changes = dict(body)

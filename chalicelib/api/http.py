@@ -82,6 +82,13 @@ def query_params(request) -> dict:
     return params
 
 
+def refuse_unknown(body: dict, allowed, why: str, prefix: str = "") -> None:
+    """400 naming the first field that is not one of `allowed`."""
+    unknown = set(body) - set(allowed)
+    if unknown:
+        raise invalid(prefix + sorted(unknown)[0], why)
+
+
 def string_field(body: dict, name: str, *, required: bool, max_length: int, default: str = "") -> str:
     value = body.get(name)
     if value is None:

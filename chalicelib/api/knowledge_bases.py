@@ -3,7 +3,7 @@ from chalice import Blueprint
 
 from chalicelib import knowledge_bases as kbs
 from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found,
-                                 ok, query_params, string_field)
+                                 ok, query_params, refuse_unknown, string_field)
 
 blueprint = Blueprint(__name__)
 VISIBILITIES = ("private", "org", "public")
@@ -56,9 +56,8 @@ def get_knowledge_base(principal, kb_id):
 @authenticated(blueprint)
 def update_knowledge_base(principal, kb_id):
     body = json_body(blueprint.current_request)
-    unknown = set(body) - {"name", "description", "visibility"}
-    if unknown:
-        raise invalid(sorted(unknown)[0], "cannot be changed (the embedding model and chunking are fixed at creation)")
+    refuse_unknown(body, {"name", "description", "visibility"},
+                   "cannot be changed (the embedding model and chunking are fixed at creation)")
     changes = {}
     if "name" in body:
         changes["name"] = string_field(body, "name", required=True, max_length=200)

@@ -2,8 +2,8 @@
 existing agent workers expect."""
 from chalice import Blueprint, Response
 
-from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found,
-                                 ok, query_params, string_field)
+from chalicelib.api.http import (authenticated, int_field, invalid, json_body, not_found,
+                                 ok, query_params, refuse_unknown, string_field)
 from chalicelib.retrieval import PRIORITIES, STRATEGIES, KnowledgeBaseNotFound, SearchRequest, search
 
 blueprint = Blueprint(__name__)
@@ -38,9 +38,7 @@ def parse_filters(value) -> dict:
         return {}
     if not isinstance(value, dict):
         raise invalid("filters", "must be an object")
-    unknown = set(value) - set(FILTER_FIELDS)
-    if unknown:
-        raise invalid(f"filters.{sorted(unknown)[0]}", f"is not a filter; use {', '.join(FILTER_FIELDS)}")
+    refuse_unknown(value, FILTER_FIELDS, f"is not a filter; use {', '.join(FILTER_FIELDS)}", prefix="filters.")
     filters = {}
     if value.get("filename") is not None:
         filters["filename"] = string_field(value, "filename", required=True, max_length=500)

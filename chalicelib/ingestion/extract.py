@@ -118,7 +118,7 @@ def _extract_markdown(data: bytes) -> Extracted:
 
 def _extract_pdf(data: bytes, max_pages: int) -> Extracted:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError, PyPdfError
+    from pypdf.errors import PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data))

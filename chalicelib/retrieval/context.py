@@ -13,7 +13,7 @@ MIN_USEFUL_TOKENS = 16
 
 def cut_to_tokens(text: str, budget: int) -> str:
     """The longest run of whole sentences from the start of text within budget ('' if none)."""
-    best, start = "", 0
+    best = ""
     for match in _SENTENCE_END.finditer(text):
         candidate = text[: match.start()].rstrip()
         if count_tokens(candidate) > budget:

@@ -5,7 +5,7 @@ VISIBLE_KB, so another tenant's rows never leave the database.
 """
 import json
 import re
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 import psycopg
 

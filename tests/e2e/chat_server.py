@@ -2,42 +2,16 @@
 conversation test: asked with tools, it calls the first search tool with the
 user's question; given a tool result, it answers from it. It records every request."""
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.local_http import LocalJsonServer
 
 
-class ChatServer:
-    def __init__(self):
-        self.requests = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                self._answer(server.reply(body))
-
-            def _answer(self, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @staticmethod
-    def reply(body: dict) -> dict:
+class ChatServer(LocalJsonServer):
+    def reply(self, body: dict) -> tuple[int, dict]:
         messages = body["messages"]
-        last = messages[-1]
-        if last["role"] == "tool":
-            result = json.loads(last["content"])
+        if messages[-1]["role"] == "tool":
+            result = json.loads(messages[-1]["content"])
             top = result["results"][0]["content"] if result.get("results") else "nothing"
             message = {"role": "assistant", "content": f"According to the knowledge base: {top}"}
             finish = "stop"
@@ -48,18 +22,6 @@ class ChatServer:
                 "id": "call_1", "type": "function",
                 "function": {"name": tool["function"]["name"], "arguments": json.dumps({"query": question})}}]}
             finish = "tool_calls"
-        return {"id": "chatcmpl-local", "object": "chat.completion", "created": int(time.time()),
-                "model": body["model"], "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return 200, {"id": "chatcmpl-local", "object": "chat.completion", "created": int(time.time()),
+                     "model": body["model"], "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

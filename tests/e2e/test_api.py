@@ -5,7 +5,7 @@ import time
 import pytest
 import requests
 
-from tests.e2e.conftest import find_document, invoke, wait_for_status
+from tests.e2e.conftest import wait_for_status
 
 BUCKET = "kb-documents-local"
 
