@@ -21,7 +21,6 @@ class Settings:
     max_file_bytes: int
     max_uncompressed_bytes: int
     max_pages: int
-    openai_base_url: str
 
 
 def load_settings() -> Settings:
@@ -39,5 +38,4 @@ def load_settings() -> Settings:
         max_file_bytes=int(env.get("MAX_FILE_BYTES", str(100 * 1024 * 1024))),
         max_uncompressed_bytes=int(env.get("MAX_UNCOMPRESSED_BYTES", str(512 * 1024 * 1024))),
         max_pages=int(env.get("MAX_PAGES", "5000")),
-        openai_base_url=env.get("OPENAI_BASE_URL", ""),
     )
