@@ -38,7 +38,7 @@ test: install redis
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The benchmarks and docs/benchmarks.md (`make bench QUICK=1` checks the harness in about a minute).
+# The benchmarks and docs/benchmarks.md (`make bench QUICK=1` checks the harness in about two minutes).
 bench: install redis
 	@$(PY) -m pip install -q -r requirements-bench.txt
 	@$(PY) localstack/stack.py up --no-demo >/dev/null

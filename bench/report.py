@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/report.py [--quick]
 
---quick runs each harness on a small corpus in about a minute and writes the
+--quick runs each harness on a small corpus in about two minutes and writes the
 report to .kb/bench-results/ instead of docs/ (CI checks the harness, never a time).
 """
 import argparse
