@@ -8,12 +8,11 @@ then times HTTP searches. Throughput runs use cached query embeddings and last a
 bounded number of seconds per level.
 """
 import argparse
-import json
 import os
 import threading
 import time
 
-from common import ROOT, corpus, local_env, percentile, queries_and_qrels, quiet_metrics
+from common import corpus, local_env, percentile, queries_and_qrels, quiet_metrics, save_results
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
 
@@ -119,9 +118,7 @@ def main(quick: bool = False) -> dict:
         row = throughput(kb_id, key, sample[:20], clients, 3 if quick else 15)
         results["throughput"].append(row)
         print(f"{clients:7d} {row['perSecond']:8.1f} {row['p50']:8.1f} {row['p95']:8.1f}")
-    out = ROOT / ".kb" / "bench-results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ("api-quick.json" if quick else "api.json")).write_text(json.dumps(results, indent=2))
+    save_results("api", quick, results)
     return results
 
 

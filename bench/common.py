@@ -115,5 +115,12 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def save_results(name: str, quick: bool, results: dict) -> None:
+    """.kb/bench-results/<name>.json (or <name>-quick.json), read by report.py."""
+    out = ROOT / ".kb" / "bench-results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}{'-quick' if quick else ''}.json").write_text(json.dumps(results, indent=2))
+
+
 def dedupe(doc_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(doc_ids))

@@ -4,11 +4,10 @@ Chroma (a local vector database) and BM25 (rank_bm25), run in this process.
     .venv/bin/python bench/peers.py [--quick]
 """
 import argparse
-import json
 import re
 import time
 
-from common import ROOT, corpus, embed_corpus, percentile, quality, queries_and_qrels
+from common import corpus, embed_corpus, percentile, quality, queries_and_qrels, save_results
 
 TOKEN = re.compile(r"[a-z0-9]+")
 STOPWORDS = set("a an and are as at be by for from has have in is it its of on or that the to was were "
@@ -76,9 +75,7 @@ def main(quick: bool = False) -> dict:
         print(f"{name:28} {r['nDCG@10']:8.4f} {r['recall@10']:7.4f} {r['recall@100']:7.4f} {r['MRR@10']:7.4f} "
               f"{r['p50']:7.2f} {r['p95']:7.2f}")
     print(f"Chroma ingested {len(docs)} pre-computed vectors in {results['Chroma (HNSW, same model)']['ingestSeconds']:.2f}s")
-    out = ROOT / ".kb" / "bench-results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ("peers-quick.json" if quick else "peers.json")).write_text(json.dumps(results, indent=2))
+    save_results("peers", quick, results)
     return results
 
 

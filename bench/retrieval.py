@@ -16,14 +16,13 @@ on the stack's PostgreSQL and a Redis database of its own (14).
 - HNSW recall@10 against an exact scan at each size.
 """
 import argparse
-import json
 import random
 import re
 import statistics
 import time
 
-from common import (ROOT, corpus, dedupe, embed_corpus, fresh_database, percentile, quality,
-                    queries_and_qrels)
+from common import (corpus, dedupe, embed_corpus, fresh_database, percentile, quality, queries_and_qrels,
+                    save_results)
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
 
@@ -192,9 +191,7 @@ def main() -> dict:
         print(f"{size:8d} HNSW recall@10 vs exact scan {row['hnswRecall@10']:.3f} "
               f"(pgvector's default ef_search 40: {row['hnswRecall@10 (ef_search 40)']:.3f}); "
               f"semantic cache hit p50 is x{miss / hit:.1f} faster than a miss")
-    out = ROOT / ".kb" / "bench-results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ("retrieval-quick.json" if args.quick else "retrieval.json")).write_text(json.dumps(results, indent=2))
+    save_results("retrieval", args.quick, results)
     return results
 
 
