@@ -105,7 +105,8 @@ def run_demo(api_url: str, key: str) -> None:
                  {"query": SAMPLE_QUERY, "topK": 3})["data"]
     top = answer["results"][0]
     print(f"\nsearch     \"{SAMPLE_QUERY}\"")
-    print(f"top hit    {top['source']} chunk {top['chunkIndex']} similarity {top['similarity']:.3f}")
+    print(f"top hit    {top['source']} chunk {top['chunkIndex']}, hybrid score {top['similarity']:.3f}"
+          " (1.0 = ranked first by meaning and by words)")
     print("passage    " + top["content"][:400].replace("\n", "\n           "))
     print(f"\nknowledge base {kb['id']}")
 
