@@ -10,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact-subset"
+SHARED_DATA = Path(os.environ.get("KB_SHARED_DATA", ROOT.parent / "shared" / "data"))
+SCIFACT = SHARED_DATA / "scifact-subset"
 CACHE = ROOT / ".kb" / "bench-cache"
 BENCH_DB = "kb_bench"
 

@@ -10,6 +10,7 @@
 """
 import argparse
 import json
+import os
 import secrets
 import statistics
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = Path(os.environ.get("KB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
 def p95(values):

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,7 +6,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# Real documents and the labelled retrieval set live beside the repository (or where KB_SHARED_DATA says).
+SHARED_DATA = Path(os.environ.get("KB_SHARED_DATA", ROOT.parent / "shared" / "data"))
 LOCAL_ENV = ROOT / ".kb" / "local.env"
 
 
@@ -25,5 +27,6 @@ def local_env() -> dict:
 def shared_docs() -> Path:
     docs = SHARED_DATA / "docs"
     if not docs.is_dir():
-        pytest.fail(f"{docs} is missing: the shared data sits beside the repository")
+        pytest.fail(f"{docs} is missing: the shared data sits beside the repository (../shared/data) "
+                    "or where KB_SHARED_DATA points")
     return docs
