@@ -2,8 +2,9 @@
 from chalice import Blueprint, Response
 
 from chalicelib.agents import FORMATS, ToolError, invoke_tool, service
-from chalicelib.api.http import (JSON_HEADERS, ApiError, authenticated, invalid, json_body, ok,
-                                 query_params, refuse_unknown, string_field)
+from chalicelib.api.http import (JSON_HEADERS, ApiError, authenticated, invalid, json_body,
+                                 name_and_description_changes, ok, query_params, refuse_unknown,
+                                 string_field)
 
 blueprint = Blueprint(__name__)
 
@@ -44,11 +45,7 @@ def update_agent(principal, agent_id):
     body = json_body(blueprint.current_request)
     refuse_unknown(body, {"name", "description", "availableTools"},
                    "cannot be changed; use name, description or availableTools")
-    changes = {}
-    if "name" in body:
-        changes["name"] = string_field(body, "name", required=True, max_length=200)
-    if "description" in body:
-        changes["description"] = string_field(body, "description", required=False, max_length=2000)
+    changes = name_and_description_changes(body)
     if "availableTools" in body:
         changes["available_tools"] = body["availableTools"]
     return ok(_call(service.update_agent, principal, agent_id, changes))

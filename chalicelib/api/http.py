@@ -105,6 +105,16 @@ def string_field(body: dict, name: str, *, required: bool, max_length: int, defa
     return value
 
 
+def name_and_description_changes(body: dict) -> dict:
+    """The `name` and `description` a PATCH body carries, validated as at creation."""
+    changes = {}
+    if "name" in body:
+        changes["name"] = string_field(body, "name", required=True, max_length=200)
+    if "description" in body:
+        changes["description"] = string_field(body, "description", required=False, max_length=2000)
+    return changes
+
+
 def int_field(value: Any, name: str, *, low: int, high: int, default: int) -> int:
     if value is None:
         return default

@@ -2,8 +2,9 @@
 from chalice import Blueprint
 
 from chalicelib import knowledge_bases as kbs
-from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body, not_found,
-                                 ok, query_params, refuse_unknown, string_field)
+from chalicelib.api.http import (ApiError, authenticated, int_field, invalid, json_body,
+                                 name_and_description_changes, not_found, ok, query_params,
+                                 refuse_unknown, string_field)
 
 blueprint = Blueprint(__name__)
 VISIBILITIES = ("private", "org", "public")
@@ -58,11 +59,7 @@ def update_knowledge_base(principal, kb_id):
     body = json_body(blueprint.current_request)
     refuse_unknown(body, {"name", "description", "visibility"},
                    "cannot be changed (the embedding model and chunking are fixed at creation)")
-    changes = {}
-    if "name" in body:
-        changes["name"] = string_field(body, "name", required=True, max_length=200)
-    if "description" in body:
-        changes["description"] = string_field(body, "description", required=False, max_length=2000)
+    changes = name_and_description_changes(body)
     if "visibility" in body:
         changes["visibility"] = string_field(body, "visibility", required=True, max_length=10)
         if changes["visibility"] not in VISIBILITIES:
