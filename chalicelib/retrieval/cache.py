@@ -6,11 +6,9 @@ import logging
 from typing import Callable, Optional
 
 import redis
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from chalicelib.config import load_settings
-
-METRICS_NAMESPACE = "KnowledgeBaseService"
+from chalicelib.retrieval import metrics
 
 logger = logging.getLogger(__name__)
 _client: Optional[redis.Redis] = None
@@ -32,18 +30,11 @@ def cache_key(provider: str, model: str, query: str) -> str:
     return f"kb:qemb:{digest}"
 
 
-def count_lookup(hit: bool, provider: str) -> None:
-    """One EMF metric line per lookup (CloudWatch turns them into metrics)."""
-    name = "QueryEmbeddingCacheHit" if hit else "QueryEmbeddingCacheMiss"
-    with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=METRICS_NAMESPACE) as metric:
-        metric.add_dimension(name="provider", value=provider)
-
-
 def cached_embedding(provider: str, model: str, query: str,
                      compute: Callable[[str], list[float]]) -> tuple[list[float], bool]:
     """(embedding, whether it came from the cache)."""
     vector, hit = _lookup_or_compute(provider, model, query, compute)
-    count_lookup(hit, provider)
+    metrics.count_lookup(hit, provider)
     return vector, hit
 
 

@@ -2,7 +2,7 @@
 
 Scores (and so minScore) per strategy:
 - semantic: cosine similarity of the query and passage embeddings, 0..1 in practice;
-- keyword: PostgreSQL's ts_rank_cd normalised as rank / (rank + 1), 0..1;
+- keyword: PostgreSQL's ts_rank normalised as rank / (rank + 1), 0..1;
 - hybrid: reciprocal-rank fusion of both lists (k = 60), divided by its maximum
   (first in both lists), so 1.0 means "ranked first by both".
 """
@@ -14,6 +14,7 @@ from typing import Optional
 
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
+from chalicelib.retrieval import metrics
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
 from chalicelib.storage import connection, queries
@@ -67,6 +68,8 @@ def search(principal: Principal, request: SearchRequest) -> dict:
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
     results = [_result_view(i + 1, r, names, request.debug) for i, r in enumerate(kept)]
+    took_ms = (time.monotonic() - started) * 1000
+    metrics.record_search(request.strategy, took_ms)
     return {
         "query": request.query,
         "knowledgeBaseId": request.knowledge_base_id,
@@ -76,7 +79,7 @@ def search(principal: Principal, request: SearchRequest) -> dict:
         "summary": _summary(results, names, used, omitted),
         "metadata": {"totalTokensUsed": used, "omittedCount": omitted,
                      "cached": cached if request.strategy != "keyword" else False,
-                     "strategy": request.strategy, "tookMs": int((time.monotonic() - started) * 1000)},
+                     "strategy": request.strategy, "tookMs": int(took_ms)},
     }
 
 

@@ -124,6 +124,23 @@ def test_the_query_embedding_cache_hits_on_a_repeated_query(filled_kb):
     assert [r["source"] for r in first["results"]] == [r["source"] for r in second["results"]]
 
 
+def test_every_search_emits_its_latency_and_cache_metrics_as_emf(filled_kb, capsys):
+    import json
+
+    principal, kb = filled_kb
+    capsys.readouterr()
+    search(principal, SearchRequest((kb["id"],), "telescope", 1, strategy="keyword"))
+    search(principal, SearchRequest((kb["id"],), "telescope", 1, strategy="semantic"))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    emitted = [(line["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], line.get("strategy", line.get("provider")))
+               for line in lines]
+    assert emitted[0] == ("SearchLatency", "keyword")
+    assert emitted[1][0].startswith("QueryEmbeddingCache") and emitted[1][1] == "local"
+    assert emitted[2] == ("SearchLatency", "semantic")
+    assert all(line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "KnowledgeBaseService" for line in lines)
+    assert all(ms >= 0 for ms in lines[0]["SearchLatency"])
+
+
 def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
     from chalicelib.retrieval import cache
 
