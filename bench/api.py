@@ -1,42 +1,49 @@
-"""Search through API Gateway on the emulator (HTTP → ministack → Lambda), and
-throughput with 1, 4 and 16 concurrent clients.
+"""Search through API Gateway on the emulator (HTTP → ministack → the API Lambda),
+used by bench/retrieval.py at each corpus size, and throughput with concurrent clients.
 
-    .venv/bin/python bench/api.py [--quick]
-
-Loads SciFact into the running stack's own database once (a "bench" organisation),
-then times HTTP searches. Throughput runs use cached query embeddings and last a
-bounded number of seconds per level.
+The benchmark corpus lives in a database of its own (kb_bench); while it is timed
+through the API, the deployed API Lambda is pointed at that database and Redis
+database (`api_pointed_at`) and put back afterwards, so the tenants of the local
+stack are never mixed with the synthetic corpus.
 """
-import argparse
-import os
+import contextlib
 import threading
 import time
 
-from common import corpus, local_env, percentile, queries_and_qrels, quiet_metrics, save_results
+from common import local_env, percentile
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
+API_FUNCTION = "kb-service-api"
 
 
-def prepare(docs) -> tuple[str, str]:
-    """(knowledge base id, API key) of the bench tenant, loading the corpus once."""
+def _lambda_client():
+    import boto3
+
     env = local_env()
-    os.environ["DATABASE_URL"], os.environ["REDIS_URL"] = env["DATABASE_URL"], env["REDIS_URL"]
-    quiet_metrics()
-    import retrieval
-    from chalicelib.auth import issue_key
-    from chalicelib.knowledge_bases import create_knowledge_base
-    from chalicelib.storage import connection
+    return boto3.client("lambda", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id="test", aws_secret_access_key="test")
 
-    principal, key = issue_key("bench-api", "bench")
-    name = f"SciFact bench ({len(docs)})"
-    with connection() as conn:
-        row = conn.execute("SELECT id FROM knowledge_bases WHERE owner_id = %s AND name = %s",
-                           (principal.user_id, name)).fetchone()
-    if row:
-        return row["id"], key
-    kb = create_knowledge_base(principal, name=name, description="benchmark corpus")
-    retrieval.load(kb, docs)
-    return kb["id"], key
+
+def _set_environment(client, variables: dict) -> None:
+    client.update_function_configuration(FunctionName=API_FUNCTION, Environment={"Variables": variables})
+    for _ in range(100):
+        if client.get_function_configuration(FunctionName=API_FUNCTION).get("LastUpdateStatus") in (
+                None, "Successful", "Failed"):
+            return
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def api_pointed_at(database_url: str, redis_url: str):
+    """The deployed API Lambda reads this database and Redis until the block ends
+    (UpdateFunctionConfiguration recycles its warm workers both ways)."""
+    client = _lambda_client()
+    original = client.get_function_configuration(FunctionName=API_FUNCTION)["Environment"]["Variables"]
+    _set_environment(client, {**original, "DATABASE_URL": database_url, "REDIS_URL": redis_url})
+    try:
+        yield
+    finally:
+        _set_environment(client, original)
 
 
 def timed_search(session, url: str, key: str, body: dict) -> float:
@@ -48,14 +55,17 @@ def timed_search(session, url: str, key: str, body: dict) -> float:
     return elapsed
 
 
-def latency(kb_id: str, key: str, queries) -> dict:
+def search_url(kb_id: str) -> str:
+    return f"{local_env()['KB_API_URL']}/knowledge-bases/{kb_id}/search"
+
+
+def latency(kb_id: str, key: str, queries, redis_url: str) -> dict:
+    """p50/p95/p99 per strategy through the API; a miss flushes the Redis database
+    the Lambda caches query embeddings in, a hit searches the same query twice."""
     import redis
     import requests
 
-    env = local_env()
-    url = f"{env['KB_API_URL']}/knowledge-bases/{kb_id}/search"
-    cache = redis.Redis.from_url(env["REDIS_URL"])
-    session = requests.Session()
+    url, cache, session = search_url(kb_id), redis.Redis.from_url(redis_url), requests.Session()
     timed_search(session, url, key, {"query": "warm up", "strategy": "semantic"})
     out = {}
     for strategy in STRATEGIES:
@@ -63,8 +73,8 @@ def latency(kb_id: str, key: str, queries) -> dict:
             times = []
             for q in queries:
                 body = {"query": q["text"], "topK": 10, "strategy": strategy}
-                if cached:
-                    timed_search(session, url, key, body)
+                if cached:  # a semantic search caches the query's embedding, cheaply at any size
+                    timed_search(session, url, key, {"query": q["text"], "topK": 1, "strategy": "semantic"})
                 else:
                     cache.flushdb()
                 times.append(timed_search(session, url, key, body))
@@ -74,12 +84,14 @@ def latency(kb_id: str, key: str, queries) -> dict:
 
 
 def throughput(kb_id: str, key: str, queries, clients: int, seconds: float) -> dict:
+    """Requests per second with `clients` threads searching for `seconds`, every
+    query embedding cached first: this measures the service, not the model."""
     import requests
 
-    url = f"{local_env()['KB_API_URL']}/knowledge-bases/{kb_id}/search"
+    url = search_url(kb_id)
     bodies = [{"query": q["text"], "topK": 5, "strategy": "semantic"} for q in queries]
     warm = requests.Session()
-    for body in bodies:  # every query embedding cached: this measures the service, not the model
+    for body in bodies:
         timed_search(warm, url, key, body)
     times, lock, stop = [], threading.Lock(), time.monotonic() + seconds
 
@@ -100,29 +112,3 @@ def throughput(kb_id: str, key: str, queries, clients: int, seconds: float) -> d
     wall = time.monotonic() - started
     return {"clients": clients, "requests": len(times), "perSecond": len(times) / wall,
             "p50": percentile(times, 50), "p95": percentile(times, 95)}
-
-
-def main(quick: bool = False) -> dict:
-    docs = corpus(200 if quick else None)
-    queries, _ = queries_and_qrels({d["_id"] for d in docs})
-    kb_id, key = prepare(docs)
-    sample = queries[: 10 if quick else 50]
-    results = {"latency": latency(kb_id, key, sample), "throughput": []}
-    print(f"through API Gateway on the emulator, {len(docs)} abstracts:")
-    print(f"{'strategy':10} {'cache':6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
-    for label, r in results["latency"].items():
-        strategy, cache = label.split("/")
-        print(f"{strategy:10} {cache:6} {r['p50']:8.1f} {r['p95']:8.1f} {r['p99']:8.1f}")
-    print(f"\n{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
-    for clients in (1, 4, 16):
-        row = throughput(kb_id, key, sample[:20], clients, 3 if quick else 15)
-        results["throughput"].append(row)
-        print(f"{clients:7d} {row['perSecond']:8.1f} {row['p50']:8.1f} {row['p95']:8.1f}")
-    save_results("api", quick, results)
-    return results
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    main(parser.parse_args().quick)

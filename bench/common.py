@@ -17,10 +17,11 @@ BENCH_DB = "kb_bench"
 
 
 def quiet_metrics() -> None:
-    """The service prints one EMF line per cache lookup; keep them out of the tables."""
-    from chalicelib.retrieval import cache
+    """The service prints EMF lines per search and cache lookup; keep them out of the tables."""
+    from chalicelib.retrieval import metrics
 
-    cache.count_lookup = lambda hit, provider: None
+    metrics.count_lookup = lambda hit, provider: None
+    metrics.record_search = lambda strategy, took_ms: None
 
 
 def local_env() -> dict:
