@@ -432,15 +432,20 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
     tsquery = _tsquery(query, params)
     if tsquery is None:
         return []
+    # Ranked in a single-table scan of the GIN matches, as in semantic_search: with
+    # the joins inside, the planner under-estimates the matches and walks the whole
+    # table in document order (3 s instead of 1.5 s at a million chunks).
     return conn.execute(
-        f"""SELECT {CHUNK_RESULT_COLUMNS}, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
-              FROM chunks c
+        f"""SELECT {CHUNK_RESULT_COLUMNS}, c.score
+              FROM (SELECT c.*, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
+                      FROM chunks c, {tsquery} q
+                     WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ q{where}
+                     ORDER BY score DESC, c.id
+                     LIMIT %(k)s) c
               JOIN documents d ON d.id = c.document_id
-              JOIN knowledge_bases kb ON kb.id = c.kb_id,
-                   {tsquery} q
-             WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ q AND {VISIBLE_KB}{where}
-             ORDER BY score DESC, c.id
-             LIMIT %(k)s""",
+              JOIN knowledge_bases kb ON kb.id = c.kb_id
+             WHERE {VISIBLE_KB}
+             ORDER BY c.score DESC, c.id""",
         params,
     ).fetchall()
 
