@@ -40,6 +40,5 @@ test: install redis
 
 # The benchmarks and docs/benchmarks.md (`make bench QUICK=1` checks the harness in about two minutes).
 bench: install redis
-	@$(PY) -m pip install -q -r requirements-bench.txt
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	@$(PY) bench/report.py $(if $(QUICK),--quick)

@@ -88,6 +88,17 @@ def fresh_database() -> str:
     return url
 
 
+def drop_database() -> None:
+    """Give the disk back (at 1M chunks the benchmark database holds several GB)."""
+    import psycopg
+
+    from chalicelib.storage import db
+
+    db.reset()
+    with psycopg.connect(local_env()["DATABASE_URL"], autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
 def ndcg_at(ranked: list[str], relevant: set[str], k: int) -> float:
     dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
     ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
