@@ -11,7 +11,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 wants pip<26.3
 	$(PY) -m pip install -q -r requirements-dev.txt
 	@touch $@
 
