@@ -17,7 +17,7 @@ from chalicelib.embeddings import get_provider
 from chalicelib.retrieval import metrics
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
-from chalicelib.storage import connection, queries
+from chalicelib.storage import connection, queries, snapshot
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
 PRIORITIES = ("similarity", "recency", "balanced")
@@ -86,15 +86,15 @@ def search(principal: Principal, request: SearchRequest) -> dict:
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
                   kb_ids: list[str]) -> tuple[list[dict], bool]:
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" else request.top_k
-    semantic, keyword, hit = [], [], False
+    semantic, keyword, vector, hit = [], [], None, False
     if request.strategy in ("semantic", "hybrid"):
         provider = get_provider(provider_name, model)
         vector, hit = cached_embedding(provider.name, model, request.query, provider.embed_query)
-        with connection() as conn:
+    with snapshot() as conn:  # both lists from the same data, even while a document is replaced
+        if vector is not None:
             semantic = queries.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
                                                top_k=pool, filters=request.filters)
-    if request.strategy in ("keyword", "hybrid"):
-        with connection() as conn:
+        if request.strategy in ("keyword", "hybrid"):
             keyword = queries.keyword_search(conn, principal, kb_ids=kb_ids, query=request.query,
                                              top_k=pool, filters=request.filters)
     if request.strategy == "semantic":

@@ -1,4 +1,4 @@
 """PostgreSQL access: connections, migrations and every SQL statement of the service."""
-from chalicelib.storage.db import connection, transaction
+from chalicelib.storage.db import connection, snapshot, transaction
 
-__all__ = ["connection", "transaction"]
+__all__ = ["connection", "snapshot", "transaction"]

@@ -50,3 +50,17 @@ def transaction() -> Iterator[psycopg.Connection]:
     with connection() as conn:
         with conn.transaction():
             yield conn
+
+
+@contextmanager
+def snapshot() -> Iterator[psycopg.Connection]:
+    """A read-only transaction whose statements all see the same committed data
+    (REPEATABLE READ): a search's semantic and keyword queries never straddle the
+    swap of a document's chunks."""
+    with connection() as conn:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            yield conn  # already inside the caller's transaction, which sets the isolation
+            return
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn

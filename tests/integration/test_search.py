@@ -1,4 +1,5 @@
 """Search against real pgvector with real embeddings: ranking, tenant scope, the cache."""
+import os
 import secrets
 
 import pytest
@@ -163,3 +164,30 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
         doc = queries.list_documents(conn, kb["id"], None)
     assert [r["content"] for r in rows] == ["The new version mentions giraffes. It has two sentences."]
     assert len(doc) == 1 and doc[0]["status"] == "PROCESSED" and doc[0]["chunk_count"] == 1
+
+
+def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, monkeypatch):
+    """The new version's chunks are committed between the semantic and the keyword
+    query of one hybrid search: the answer still holds one version only."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Swap", description="")
+    doc_id = _ingest(kb["id"], "farm.txt", "Version alpha: the llama farm grows alfalfa.")
+    new_chunks = chunk_document(extract(b"Version beta: the llama farm grows barley.", "farm.txt"), 500, 0, {})
+    new_chunks[0]["embedding"] = get_provider("local").embed_documents([new_chunks[0]["content"]])[0]
+    real_keyword_search = queries.keyword_search
+
+    def swap_then_keyword_search(conn, *args, **kwargs):
+        with psycopg.connect(os.environ["DATABASE_URL"], row_factory=dict_row, autocommit=True) as other:
+            assert queries.replace_document_chunks(other, doc_id=doc_id, kb_id=kb["id"], dim=384,
+                                                   chunks=new_chunks, page_count=None) is not False
+        return real_keyword_search(conn, *args, **kwargs)
+
+    monkeypatch.setattr(queries, "keyword_search", swap_then_keyword_search)
+    answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
+    assert [r["content"] for r in answer["results"]] == ["Version alpha: the llama farm grows alfalfa."]
+    monkeypatch.setattr(queries, "keyword_search", real_keyword_search)
+    answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
+    assert [r["content"] for r in answer["results"]] == ["Version beta: the llama farm grows barley."]
