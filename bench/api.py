@@ -7,11 +7,13 @@ database (`api_pointed_at`) and put back afterwards, so the tenants of the local
 stack are never mixed with the synthetic corpus.
 """
 import contextlib
+import sys
 import threading
 import time
 
-from common import local_env, percentile
+from common import ROOT, local_env, percentile
 
+sys.path.insert(0, str(ROOT / "localstack"))
 STRATEGIES = ("semantic", "keyword", "hybrid")
 API_FUNCTION = "kb-service-api"
 
@@ -25,12 +27,10 @@ def _lambda_client():
 
 
 def _set_environment(client, variables: dict) -> None:
+    from deploy import wait_until_updated
+
     client.update_function_configuration(FunctionName=API_FUNCTION, Environment={"Variables": variables})
-    for _ in range(100):
-        if client.get_function_configuration(FunctionName=API_FUNCTION).get("LastUpdateStatus") in (
-                None, "Successful", "Failed"):
-            return
-        time.sleep(0.2)
+    wait_until_updated(client, API_FUNCTION)
 
 
 @contextlib.contextmanager

@@ -72,19 +72,17 @@ def fresh_database() -> str:
     import psycopg
     from urllib.parse import urlsplit, urlunsplit
 
-    from chalicelib.storage import db
     from chalicelib.storage.migrate import migrate
 
+    drop_database()  # also drops the service's cached connection to the old database
     admin = local_env()["DATABASE_URL"]
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
     url = urlunsplit(urlsplit(admin)._replace(path="/" + BENCH_DB))
     migrate(url)
     quiet_metrics()
     os.environ["DATABASE_URL"] = url
     os.environ["REDIS_URL"] = local_env()["REDIS_URL"].rsplit("/", 1)[0] + "/14"
-    db.reset()
     return url
 
 

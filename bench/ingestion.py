@@ -19,10 +19,6 @@ import time
 from common import SHARED_DATA as SHARED, local_env, percentile
 
 
-def p95(values):
-    return percentile(values, 95)
-
-
 @contextlib.contextmanager
 def scratch_knowledge_base(prefix: str):
     """(API URL, headers, S3 client, knowledge base) of the demo tenant; the
@@ -52,7 +48,7 @@ def bench_extraction(runs: int) -> dict:
         for name, data in pdfs:
             pages += extract(data, name).page_count
         rates.append(pages / (time.perf_counter() - started))
-    return {"pages": pages, "runs": runs, "median": statistics.median(rates), "p95": p95(rates),
+    return {"pages": pages, "runs": runs, "median": statistics.median(rates), "p95": percentile(rates, 95),
             "spread": (min(rates), max(rates))}
 
 
@@ -76,7 +72,7 @@ def bench_embedding(n: int, runs: int) -> dict:
         for text in texts[: max(8, n // 4)]:
             embedder.embed_query(text)
         single.append(max(8, n // 4) / (time.perf_counter() - started))
-    return {"chunks": n, "runs": runs, "median": statistics.median(batched), "p95": p95(batched),
+    return {"chunks": n, "runs": runs, "median": statistics.median(batched), "p95": percentile(batched, 95),
             "spread": (min(batched), max(batched)), "baseline_median": statistics.median(single)}
 
 

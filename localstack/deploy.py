@@ -47,6 +47,15 @@ def build_package() -> bytes:
     return buf.getvalue()
 
 
+def wait_until_updated(lambda_client, name: str) -> None:
+    """Until the function's last update has finished (at most 20 s)."""
+    for _ in range(100):
+        status = lambda_client.get_function_configuration(FunctionName=name).get("LastUpdateStatus")
+        if status in (None, "Successful", "Failed"):
+            return
+        time.sleep(0.2)
+
+
 class Deployer:
     def __init__(self, session: boto3.Session, env: dict, bucket: str):
         self.session, self.env, self.bucket = session, env, bucket
@@ -84,11 +93,7 @@ class Deployer:
         return arn
 
     def _wait_updated(self, name: str) -> None:
-        for _ in range(100):
-            status = self.lambda_.get_function_configuration(FunctionName=name).get("LastUpdateStatus")
-            if status in (None, "Successful", "Failed"):
-                return
-            time.sleep(0.2)
+        wait_until_updated(self.lambda_, name)
 
     def allow_invoke(self, function: str, principal: str, source_arn: str) -> None:
         try:

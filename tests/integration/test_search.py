@@ -19,16 +19,21 @@ PASSAGES = {
 }
 
 
-def _ingest(kb_id: str, filename: str, text: str, chunk_tokens: int = 500) -> str:
-    """Run the pipeline's work in-process: extract, chunk, embed with the
-    knowledge base's own model, store."""
+def _embedded_chunks(kb: dict, filename: str, text: str, chunk_tokens: int = 500) -> list[dict]:
+    """The pipeline's work in-process: extract, chunk, embed with the knowledge base's own model."""
     chunks = chunk_document(extract(text.encode(), filename), chunk_tokens, 0, {})
-    with connection() as conn:
-        kb = queries.get_knowledge_base_for_pipeline(conn, kb_id)
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
         [c["content"] for c in chunks])
     for chunk, vector in zip(chunks, vectors):
         chunk["embedding"] = vector
+    return chunks
+
+
+def _ingest(kb_id: str, filename: str, text: str, chunk_tokens: int = 500) -> str:
+    """Extract, chunk and embed as the pipeline does, then store."""
+    with connection() as conn:
+        kb = queries.get_knowledge_base_for_pipeline(conn, kb_id)
+    chunks = _embedded_chunks(kb, filename, text, chunk_tokens)
     with connection() as conn:
         doc = queries.upsert_pending_document(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
                                               filename=filename, size_bytes=len(text))
@@ -175,8 +180,9 @@ def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, m
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Swap", description="")
     doc_id = _ingest(kb["id"], "farm.txt", "Version alpha: the llama farm grows alfalfa.")
-    new_chunks = chunk_document(extract(b"Version beta: the llama farm grows barley.", "farm.txt"), 500, 0, {})
-    new_chunks[0]["embedding"] = get_provider("local").embed_documents([new_chunks[0]["content"]])[0]
+    with connection() as conn:
+        stored_kb = queries.get_knowledge_base_for_pipeline(conn, kb["id"])
+    new_chunks = _embedded_chunks(stored_kb, "farm.txt", "Version beta: the llama farm grows barley.")
     real_keyword_search = queries.keyword_search
 
     def swap_then_keyword_search(conn, *args, **kwargs):
