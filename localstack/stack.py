@@ -18,7 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "localstack"))
+sys.path.insert(0, str(ROOT / "infra"))
 
+import legacy  # noqa: E402
 import services  # noqa: E402
 
 # pgserver warns that XDG_RUNTIME_DIR is unset on servers; it then uses /tmp, which is fine.
@@ -26,6 +28,8 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 ENV_FILE = services.STATE / "local.env"
 BUCKET = "kb-documents-local"
+STACK = "kb-service"
+LOCAL_DIST = ROOT / "build" / "local"  # the template and code zip for the emulator (no layers)
 REGION = "us-east-1"
 DEMO_ORG, DEMO_USER, DEMO_KB = "demo-org", "demo-user", "Demo knowledge base"
 SAMPLE = ROOT / "samples" / "getting-started.md"
@@ -48,11 +52,14 @@ def _aws_env(endpoint: str) -> None:
                        "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": REGION})
 
 
-def _service_env(urls: dict) -> dict:
-    """What every Lambda gets: endpoints and credentials, nothing else differs from AWS."""
-    return {"DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"],
-            "KB_BUCKET": BUCKET, "EMBEDDING_PROVIDER": "local", "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+def _stack_parameters(urls: dict) -> dict:
+    """The template's local case: the existing database and Redis, the emulator's bucket
+    name, the model built under build/. Nothing else differs from AWS."""
+    from package import model_dir
+
+    return {"Target": "local", "ServiceName": STACK, "BucketName": BUCKET,
+            "DatabaseUrl": urls["DATABASE_URL"], "RedisUrl": urls["REDIS_URL"],
+            "ModelDir": str(model_dir()), "DeletionProtection": "false"}
 
 
 def api(method: str, url: str, key: str, body: dict | None = None) -> dict:
@@ -116,26 +123,37 @@ def up(with_demo: bool) -> None:
     print(f"postgres   {urls['DATABASE_URL']}\nredis      {urls['REDIS_URL']}\n"
           f"ministack  {urls['AWS_ENDPOINT_URL']}")
     os.environ.update({"DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"]})
-    from chalicelib.storage.migrate import migrate
-
-    applied = migrate(urls["DATABASE_URL"])
-    print("migrations " + (", ".join(applied) if applied else "up to date"))
     _aws_env(urls["AWS_ENDPOINT_URL"])
     import boto3
-    from deploy import deploy
+    import deploy
+    import package
 
-    outputs = deploy(boto3.Session(region_name=REGION), urls["AWS_ENDPOINT_URL"],
-                     _service_env(urls), BUCKET)
-    print(f"deployed   API {outputs['apiId']}, state machine, kb_search, s3://{BUCKET} notifications")
+    started = time.monotonic()
+    package.package(LOCAL_DIST, with_layers=False)
+    session = boto3.Session(region_name=REGION)
+    legacy.remove_hand_made_deployment(session, BUCKET)
+    try:
+        outputs = deploy.deploy(session, STACK, _stack_parameters(urls), LOCAL_DIST, timeout=600)
+    except deploy.DeployError as err:
+        raise SystemExit(f"{err}\nsee {services.LOGS}/ministack.log")
+    restored = legacy.restore_objects(session, BUCKET)
+    if restored:
+        print(f"restored   {restored} objects into s3://{BUCKET}")
+    api_url = f"{urls['AWS_ENDPOINT_URL']}/restapis/{outputs['RestAPIId']}/api/_user_request_"
+    print(f"deployed   stack {STACK} through CloudFormation in {time.monotonic() - started:.0f}s: "
+          f"API {outputs['RestAPIId']}, state machine, {outputs['SearchFunctionName']}, "
+          f"s3://{BUCKET} notifications; migrations run by the stack")
     key = demo_key(urls["DATABASE_URL"])
-    write_env_file({"KB_API_URL": outputs["apiUrl"], "KB_API_KEY": key, "KB_BUCKET": BUCKET,
+    write_env_file({"KB_API_URL": api_url, "KB_API_KEY": key, "KB_BUCKET": BUCKET,
                     "AWS_ENDPOINT_URL": urls["AWS_ENDPOINT_URL"], "AWS_DEFAULT_REGION": REGION,
                     "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                     "DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"],
-                    "KB_SEARCH_FUNCTION": "kb_search"})
+                    "KB_SEARCH_FUNCTION": outputs["SearchFunctionName"],
+                    "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
+                    "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK})
     if with_demo:
-        run_demo(outputs["apiUrl"], key)
-    print(f"\nKB_API_URL={outputs['apiUrl']}\nKB_API_KEY={key}\n(written to {ENV_FILE})")
+        run_demo(api_url, key)
+    print(f"\nKB_API_URL={api_url}\nKB_API_KEY={key}\n(written to {ENV_FILE})")
 
 
 def main() -> None:

@@ -1,15 +1,41 @@
 """One PostgreSQL connection per warm Lambda worker, re-opened after a fault."""
+import functools
+import json
 import logging
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
 import psycopg
+import psycopg.conninfo
 from psycopg.rows import dict_row
 
 from chalicelib.config import load_settings
 
 logger = logging.getLogger(__name__)
 _conn: Optional[psycopg.Connection] = None
+
+
+def database_conninfo() -> str:
+    """DATABASE_URL where the database already exists (the local stack); on AWS the
+    RDS Proxy endpoint with credentials read from Secrets Manager once per worker, so
+    no password sits in the functions' environment. The proxy requires TLS."""
+    settings = load_settings()
+    if settings.database_url:
+        return settings.database_url
+    if not settings.database_secret_arn:
+        raise RuntimeError("neither DATABASE_URL nor DATABASE_SECRET_ARN is set")
+    secret = _secret(settings.database_secret_arn)
+    return psycopg.conninfo.make_conninfo(
+        host=settings.database_host or secret.get("host"), port=secret.get("port", 5432),
+        dbname=settings.database_name, user=secret["username"], password=secret["password"],
+        sslmode="require")
+
+
+@functools.lru_cache(maxsize=4)
+def _secret(arn: str) -> dict:
+    from chalicelib.aws import client
+
+    return json.loads(client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"])
 
 
 def _open(url: str) -> psycopg.Connection:
@@ -19,7 +45,7 @@ def _open(url: str) -> psycopg.Connection:
 def _current(url: Optional[str] = None) -> psycopg.Connection:
     global _conn
     if _conn is None or _conn.closed or _conn.broken:
-        _conn = _open(url or load_settings().database_url)
+        _conn = _open(url or database_conninfo())
     return _conn
 
 

@@ -3,10 +3,15 @@
 Safe to run twice and from two processes at once: an advisory lock serialises
 runners and schema_migrations records what was applied.
 """
+import json
+import logging
 import sys
+import urllib.request
 from pathlib import Path
 
 import psycopg
+
+logger = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _LOCK_ID = 74_201_122
@@ -35,6 +40,36 @@ def migrate(database_url: str) -> list[str]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
     return done
+
+
+def handle_custom_resource(event: dict, context) -> None:
+    """The migration step of a deployment (Custom::DatabaseMigration). Create and
+    Update apply what is pending; Delete keeps the data. CloudFormation waits for the
+    answer at ResponseURL, so every path, failures included, must send one."""
+    from chalicelib.storage.db import database_conninfo
+
+    status, reason, applied = "SUCCESS", "", []
+    try:
+        if event.get("RequestType") in ("Create", "Update"):
+            applied = migrate(database_conninfo())
+            logger.info("migrations applied: %s", ", ".join(applied) or "none pending")
+    except Exception as exc:  # noqa: BLE001 - reported to CloudFormation, which fails the deploy
+        logger.exception("migration failed")
+        status, reason = "FAILED", f"migration failed: {type(exc).__name__}: {exc}"[:900]
+    _answer(event, context, status, reason, {"Applied": ",".join(applied) or "none"})
+
+
+def _answer(event: dict, context, status: str, reason: str, data: dict) -> None:
+    body = json.dumps({
+        "Status": status, "Reason": reason or f"see log stream {getattr(context, 'log_stream_name', '')}",
+        "PhysicalResourceId": event.get("PhysicalResourceId") or "database-migrations",
+        "StackId": event["StackId"], "RequestId": event["RequestId"],
+        "LogicalResourceId": event["LogicalResourceId"], "Data": data,
+    }).encode()
+    request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
+                                     headers={"Content-Type": "", "Content-Length": str(len(body))})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
 
 
 if __name__ == "__main__":

