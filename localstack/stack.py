@@ -62,6 +62,21 @@ def _stack_parameters(urls: dict) -> dict:
             "ModelDir": str(model_dir()), "DeletionProtection": "false"}
 
 
+def close_emulator_gaps(session, dist: Path) -> None:
+    """What the emulator's CloudFormation accepts but does not apply, applied by hand:
+    reserved concurrency (the embedding function's bound: each worker holds a model)."""
+    import yaml
+
+    template = yaml.safe_load((dist / "template.yaml").read_text())
+    lam = session.client("lambda")
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Serverless::Function" and "ReservedConcurrentExecutions" in props:
+            name = props["FunctionName"]["Fn::Sub"].replace("${ServiceName}", STACK)
+            lam.put_function_concurrency(FunctionName=name,
+                                         ReservedConcurrentExecutions=props["ReservedConcurrentExecutions"])
+
+
 def api(method: str, url: str, key: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={
@@ -136,6 +151,7 @@ def up(with_demo: bool) -> None:
         outputs = deploy.deploy(session, STACK, _stack_parameters(urls), LOCAL_DIST, timeout=600)
     except deploy.DeployError as err:
         raise SystemExit(f"{err}\nsee {services.LOGS}/ministack.log")
+    close_emulator_gaps(session, LOCAL_DIST)
     restored = legacy.restore_objects(session, BUCKET)
     if restored:
         print(f"restored   {restored} objects into s3://{BUCKET}")

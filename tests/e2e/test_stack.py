@@ -1,0 +1,63 @@
+"""The stack `make up` deploys through the emulator's CloudFormation from the same template
+`make package` builds for AWS."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def cfn(aws, local_env):
+    return aws.client("cloudformation", endpoint_url=local_env["AWS_ENDPOINT_URL"])
+
+
+def _outputs(cfn, stack: str) -> dict:
+    described = cfn.describe_stacks(StackName=stack)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]}
+
+
+def test_the_stack_is_complete_and_its_outputs_are_what_local_env_says(cfn, local_env):
+    stack = cfn.describe_stacks(StackName=local_env["KB_STACK"])["Stacks"][0]
+    assert stack["StackStatus"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE")
+    outputs = _outputs(cfn, local_env["KB_STACK"])
+    assert outputs["SearchFunctionName"] == local_env["KB_SEARCH_FUNCTION"]
+    assert f"/restapis/{outputs['RestAPIId']}/api/" in local_env["KB_API_URL"]
+    assert outputs["DocumentsBucketName"] == local_env["KB_BUCKET"]
+    resources = {r["LogicalResourceId"]: r for r in
+                 cfn.list_stack_resources(StackName=local_env["KB_STACK"])["StackResourceSummaries"]}
+    # The local condition skips what the emulator's case does not need.
+    assert "DatabaseCluster" not in resources and "Cache" not in resources and "Vpc" not in resources
+    assert resources["DatabaseMigration"]["ResourceStatus"].endswith("COMPLETE")
+
+
+def test_functions_have_their_own_roles_and_embedding_is_bounded(lambda_client, local_env):
+    api = lambda_client.get_function_configuration(FunctionName=local_env["KB_API_FUNCTION"])
+    search = lambda_client.get_function_configuration(FunctionName=local_env["KB_SEARCH_FUNCTION"])
+    assert api["Role"] != search["Role"]
+    assert api["Environment"]["Variables"]["STATE_MACHINE_ARN"].endswith(":kb-service-ingestion")
+    assert "STATE_MACHINE_ARN" not in search["Environment"]["Variables"]
+    concurrency = lambda_client.get_function_concurrency(FunctionName="kb-service-pipeline-embed")
+    assert concurrency["ReservedConcurrentExecutions"] == 2
+
+
+def test_the_bucket_notifies_the_trigger_of_documents_only(s3, local_env):
+    config = s3.get_bucket_notification_configuration(Bucket=local_env["KB_BUCKET"])
+    targets = config["LambdaFunctionConfigurations"]
+    assert {t["LambdaFunctionArn"].rsplit(":", 1)[-1] for t in targets} == {"kb-service-s3-trigger"}
+    assert {e for t in targets for e in t["Events"]} == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
+    assert all(t["Filter"]["Key"]["FilterRules"] == [{"Name": "prefix", "Value": "kb/"}] for t in targets)
+
+
+def test_make_up_again_is_a_stack_update_that_changes_nothing_when_nothing_changed(cfn, local_env, api):
+    before = cfn.describe_stack_events(StackName=local_env["KB_STACK"])["StackEvents"]
+    run = subprocess.run([sys.executable, str(ROOT / "localstack" / "stack.py"), "up", "--no-demo"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "through CloudFormation" in run.stdout
+    after = cfn.describe_stack_events(StackName=local_env["KB_STACK"])["StackEvents"]
+    assert len(after) == len(before)
+    assert api.call("GET", "/knowledge-bases").status_code == 200
