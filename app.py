@@ -3,7 +3,7 @@ import logging
 
 from chalice import Chalice
 
-from chalicelib.api import agents, documents, knowledge_bases, search
+from chalicelib.api import agents, documents, health, knowledge_bases, search
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.ingestion import reconcile, steps, trigger
 from chalicelib.storage import migrate as migrations
@@ -15,6 +15,7 @@ app.register_blueprint(knowledge_bases)
 app.register_blueprint(documents)
 app.register_blueprint(search)
 app.register_blueprint(agents)
+app.register_blueprint(health)
 
 
 @app.lambda_function(name="s3_trigger")

@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class LocalJsonServer:
     def __init__(self):
         self.requests: list[dict] = []
+        self.paths: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -17,6 +18,7 @@ class LocalJsonServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
+                server.paths.append(self.path)
                 status, payload = server.reply(body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)

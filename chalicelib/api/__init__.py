@@ -1,7 +1,8 @@
 """The HTTP API: Chalice blueprints with thin handlers."""
 from chalicelib.api.agents import blueprint as agents
 from chalicelib.api.documents import blueprint as documents
+from chalicelib.api.health import blueprint as health
 from chalicelib.api.knowledge_bases import blueprint as knowledge_bases
 from chalicelib.api.search import blueprint as search
 
-__all__ = ["agents", "documents", "knowledge_bases", "search"]
+__all__ = ["agents", "documents", "health", "knowledge_bases", "search"]

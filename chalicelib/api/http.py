@@ -31,9 +31,11 @@ def ok(data: Any, status: int = 200) -> Response:
                     status_code=status, headers=JSON_HEADERS)
 
 
-def error_response(status: int, code: str, message: str) -> Response:
-    return Response(body=json.dumps({"success": False, "error": {"code": code, "message": message}}),
-                    status_code=status, headers=JSON_HEADERS)
+def error_response(status: int, code: str, message: str, details: Any = None) -> Response:
+    error = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    return Response(body=json.dumps({"success": False, "error": error}), status_code=status, headers=JSON_HEADERS)
 
 
 def _bad_text(value: str) -> bool:

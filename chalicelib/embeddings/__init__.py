@@ -1,4 +1,4 @@
-"""Embedding providers behind one interface; the local model is the default."""
+"""Embedding providers behind one interface (local, OpenAI, Bedrock); the local model is the default."""
 from chalicelib.embeddings.provider import EmbeddingProvider, get_provider
 
 __all__ = ["EmbeddingProvider", "get_provider"]

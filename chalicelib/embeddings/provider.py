@@ -11,7 +11,7 @@ class EmbeddingProvider(Protocol):
     def embed_query(self, text: str) -> list[float]: ...
 
 
-PROVIDERS = ("local", "openai")
+PROVIDERS = ("local", "openai", "bedrock")
 _providers: dict[tuple[str, Optional[str]], EmbeddingProvider] = {}
 
 
@@ -22,8 +22,10 @@ def get_provider(name: str = "local", model: Optional[str] = None) -> EmbeddingP
         raise ValueError(f"embedding.provider: unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
     if name == "local":
         from chalicelib.embeddings.local import LocalMiniLM as factory
-    else:
+    elif name == "openai":
         from chalicelib.embeddings.openai_provider import OpenAIEmbeddings as factory
+    else:
+        from chalicelib.embeddings.bedrock_provider import BedrockEmbeddings as factory
     model = model or factory.default_model
     if model not in factory.models:
         raise ValueError(f"embedding.model: {name} offers {', '.join(factory.models)}, not {model!r}")

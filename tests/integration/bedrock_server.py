@@ -1,0 +1,38 @@
+"""A local server that speaks bedrock-runtime's InvokeModel protocol for Amazon Titan
+Text Embeddings v2, for tests: the real boto3 client talks to it
+(AWS_ENDPOINT_URL_BEDROCK_RUNTIME). ministack answers Titan embedding models with a
+text-generation mock, so it cannot stand in. Vectors are the deterministic
+bag-of-words hashes of openai_server, at the dimension asked for. It can be told
+to fail the next requests with a Bedrock error."""
+from urllib.parse import unquote
+
+from tests.integration.openai_server import fake_embedding
+from tests.local_http import LocalJsonServer
+
+ERROR_STATUS = {"ThrottlingException": 429, "ServiceUnavailableException": 503,
+                "ModelTimeoutException": 408, "InternalServerException": 500,
+                "ValidationException": 400, "AccessDeniedException": 403}
+
+
+class TitanEmbeddingServer(LocalJsonServer):
+    def __init__(self):
+        super().__init__()
+        self.failures: list[str] = []
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def model_ids(self) -> list[str]:
+        """The modelId of each request (/model/{modelId}/invoke)."""
+        return [unquote(p.split("/")[2]) for p in self.paths]
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        if self.failures:
+            code = self.failures.pop(0)
+            return ERROR_STATUS[code], {"__type": code, "message": f"{code} from the test server"}
+        if not body.get("inputText"):
+            return 400, {"__type": "ValidationException", "message": "inputText is required"}
+        vector = fake_embedding(body["inputText"], body.get("dimensions", 1024))
+        return 200, {"embedding": vector, "embeddingsByType": {"float": vector},
+                     "inputTextTokenCount": len(body["inputText"].split())}
