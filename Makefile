@@ -55,9 +55,12 @@ test: install checkov redis
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The template and every function's artifacts in dist/, offline; prints the unzipped sizes.
+# The template and every function's artifacts in dist/, offline; prints the unzipped sizes,
+# then lints the template (cfn-lint's exit bits: 1 fatal, 2 errors; warnings are printed).
+# W1030: the empty defaults of VpcId/PrivateSubnetIds mean "create them", not an invalid id.
 package: install
 	@$(PY) infra/package.py
+	@$(VENV)/bin/cfn-lint --ignore-checks W1030 -- dist/template.yaml; rc=$$?; [ $$((rc & 3)) -eq 0 ] && echo "cfn-lint: no errors"
 
 # Deploys dist/ to the AWS account and region of your environment (AWS_PROFILE or keys, AWS_REGION).
 deploy-aws: package
