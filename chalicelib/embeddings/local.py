@@ -27,7 +27,6 @@ def _session(path: str):
     # The thread pool spins between operators (onnxruntime's default): one query takes 4.7 ms
     # median against 6.9 ms with spinning off, and two processes embedding at once on the two
     # cores were as fast either way (10-11 s for 128 abstracts each).
-    options.log_severity_level = 3  # no warnings about unused initialisers in Lambda logs
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 

@@ -17,6 +17,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     for label in ("pages/s", "chunks/s", "documents/min"):
         assert re.search(r"\d+\.\d+ " + re.escape(label), out.stdout), out.stdout
     assert "(3/3 abstracts" in out.stdout
+    assert re.search(r"first query of a fresh process, onnx +: \d+\.\d\d s", out.stdout), out.stdout
 
     report = (RESULTS / "benchmarks.md").read_text()
     assert (RESULTS / "benchmarks.md").stat().st_mtime >= started
@@ -27,6 +28,9 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
             assert re.search(rf"\| {size} \| {re.escape(strategy)} \|( \d+\.\d \|){{3}} [\d.]+-[\d.]+ \|( \d+\.\d \|){{3}}",
                              report), (size, strategy)
     assert len(re.findall(r"^\| (1|4|16) \| \d+\.\d \|", report, re.M)) == 3  # throughput per client count
+    assert "## Local embedding model: ONNX against PyTorch" in report
+    for texts in ("SciFact abstracts", "SciFact train queries", "half abstracts, half queries"):
+        assert re.search(rf"^\| {texts}[^|]*, \d+ \| \d+\.\d \|", report, re.M), texts  # ONNX texts/s
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
         assert (RESULTS / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
