@@ -62,7 +62,8 @@ class LocalMiniLM:
             return []
         tokenizer, session = self._loaded()
         ids = [e.ids for e in tokenizer.encode_batch(list(texts))]
-        # Batches of similar lengths carry less padding.
+        # Batches of similar lengths carry less padding: shuffled abstracts and queries embed
+        # 1.6-1.9x faster sorted than in the callers' order (bench/embeddings.py).
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         vectors = np.empty((len(ids), self.dimension), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
