@@ -7,10 +7,13 @@ database (`api_pointed_at`) and put back afterwards, so the tenants of the local
 stack are never mixed with the synthetic corpus.
 """
 import contextlib
+import sys
 import threading
 import time
 
 from common import ROOT, local_env, percentile
+
+sys.path.insert(0, str(ROOT / "infra"))
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
 API_FUNCTION = "kb-service-api"
@@ -24,16 +27,9 @@ def _lambda_client():
                         aws_access_key_id="test", aws_secret_access_key="test")
 
 
-def wait_until_updated(client, name: str) -> None:
-    """Until the function's last update has finished (at most 20 s)."""
-    for _ in range(100):
-        status = client.get_function_configuration(FunctionName=name).get("LastUpdateStatus")
-        if status in (None, "Successful", "Failed"):
-            return
-        time.sleep(0.2)
-
-
 def _set_environment(client, variables: dict) -> None:
+    from deploy import wait_until_updated
+
     client.update_function_configuration(FunctionName=API_FUNCTION, Environment={"Variables": variables})
     wait_until_updated(client, API_FUNCTION)
 

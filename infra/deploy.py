@@ -31,6 +31,15 @@ class DeployError(RuntimeError):
     pass
 
 
+def wait_until_updated(lambda_client, name: str) -> None:
+    """Until the function's last update has finished (at most 20 s)."""
+    for _ in range(100):
+        status = lambda_client.get_function_configuration(FunctionName=name).get("LastUpdateStatus")
+        if status in (None, "Successful", "Failed"):
+            return
+        time.sleep(0.2)
+
+
 def artifacts_bucket(session: boto3.Session, stack: str) -> str:
     """A private, encrypted bucket for the stack's code, layers and template."""
     account = session.client("sts").get_caller_identity()["Account"]
@@ -84,8 +93,9 @@ def _template_argument(session: boto3.Session, bucket: str, template: dict) -> d
     if len(body) <= TEMPLATE_BODY_LIMIT:
         return {"TemplateBody": body}
     key = f"templates/{hashlib.sha256(body.encode()).hexdigest()[:32]}.json"
-    session.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode())
-    endpoint = session.client("s3").meta.endpoint_url.rstrip("/")
+    s3 = session.client("s3")
+    s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+    endpoint = s3.meta.endpoint_url.rstrip("/")
     return {"TemplateURL": f"{endpoint}/{bucket}/{key}"}
 
 

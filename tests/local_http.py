@@ -27,6 +27,8 @@ class LocalJsonServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            do_PUT = do_POST  # CloudFormation answers a custom resource's ResponseURL with a PUT
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -8,14 +8,17 @@ queries) reach bedrock-runtime at a local server that speaks InvokeModel instead
 AWS_ENDPOINT_URL_BEDROCK_RUNTIME, boto3's per-service endpoint, which wins over the
 AWS_ENDPOINT_URL the emulator gives every function."""
 import secrets
-import time
+import sys
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.e2e.conftest import wait_for_status
 from tests.integration.bedrock_server import TitanEmbeddingServer
 
-BUCKET = "kb-documents-local"
+sys.path.insert(0, str(ROOT / "infra"))
+from deploy import wait_until_updated  # noqa: E402
+
 EMBEDDING_HANDLERS = ("app.pipeline_embed", "app.app")  # found by handler: names follow the deploy
 VARIABLE = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"
 
@@ -35,11 +38,7 @@ def _set_variable(lambda_client, name: str, value: str | None) -> None:
     if value is not None:
         variables[VARIABLE] = value
     lambda_client.update_function_configuration(FunctionName=name, Environment={"Variables": variables})
-    for _ in range(100):
-        if lambda_client.get_function_configuration(FunctionName=name).get("LastUpdateStatus") in (
-                None, "Successful", "Failed"):
-            return
-        time.sleep(0.2)
+    wait_until_updated(lambda_client, name)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +54,7 @@ def titan(lambda_client):
                 _set_variable(lambda_client, name, None)
 
 
-def test_a_bedrock_knowledge_base_ingests_from_the_bucket_and_answers_searches(api, s3, titan):
+def test_a_bedrock_knowledge_base_ingests_from_the_bucket_and_answers_searches(api, s3, titan, local_env):
     answer = api.call("POST", "/knowledge-bases", {"name": "Titan", "embedding": {"provider": "bedrock"}})
     assert answer.status_code == 201, answer.text
     kb = answer.json()["data"]
@@ -64,7 +63,7 @@ def test_a_bedrock_knowledge_base_ingests_from_the_bucket_and_answers_searches(a
         passages = {"glaciers.txt": "Glaciers carve deep valleys out of solid rock over thousands of years.",
                     "bread.txt": "Bakers knead the dough and let it proof before baking the bread."}
         for name, text in passages.items():
-            s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/{name}", Body=text.encode())
+            s3.put_object(Bucket=local_env["KB_BUCKET"], Key=f"kb/{kb['id']}/{name}", Body=text.encode())
         for name in passages:
             doc, _ = wait_for_status(api, kb["id"], name, timeout=180)
             assert doc["status"] == "PROCESSED", doc["error"]

@@ -1,9 +1,6 @@
 """The deployment's migration step (Custom::DatabaseMigration): it applies what is pending
 on a real database and always answers CloudFormation at the ResponseURL, failures included."""
-import json
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 import pytest
@@ -11,39 +8,28 @@ import pytest
 from chalicelib.storage import db
 from chalicelib.storage.migrate import MIGRATIONS_DIR, handle_custom_resource
 from tests.integration.conftest import _with_database
+from tests.local_http import LocalJsonServer
 
 
-class ResponseUrl:
-    """Stands in for the presigned S3 URL CloudFormation waits on: records each PUT."""
+class ResponseUrl(LocalJsonServer):
+    """Stands in for the presigned S3 URL CloudFormation waits on: records each answer."""
 
-    def __init__(self):
-        self.answers: list[dict] = []
-        outer = self
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/response"
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    @property
+    def answers(self) -> list[dict]:
+        return self.requests
 
-            def do_PUT(self):
-                outer.answers.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/response"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def reply(self, body: dict) -> tuple[int, dict]:
+        return 200, {}
 
 
 @pytest.fixture
 def response_url():
-    server = ResponseUrl()
-    yield server
-    server.close()
+    with ResponseUrl() as server:
+        yield server
 
 
 @pytest.fixture
