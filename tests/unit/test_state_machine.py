@@ -1,0 +1,73 @@
+"""The ingestion state machine's retry policy, read the way Step Functions reads it:
+for an error name, the first retrier whose ErrorEquals names it (or States.ALL)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from chalicelib.errors import Transient
+from chalicelib.ingestion.model import BatchState, RunState
+
+ASL = json.loads((Path(__file__).resolve().parents[2] / "infra" / "ingestion.asl.json").read_text())
+TASKS = {name: state for name, state in ASL["States"].items() if state["Type"] == "Task"}
+TASKS["EmbedBatch"] = ASL["States"]["Embed"]["Iterator"]["States"]["EmbedBatch"]
+WORK_STEPS = ("Extract", "Chunk", "EmbedBatch", "Store", "Finalize")
+
+
+def retrier(state: dict, error: str):
+    return next((r for r in state.get("Retry", [])
+                 if error in r["ErrorEquals"] or "States.ALL" in r["ErrorEquals"]), None)
+
+
+@pytest.mark.parametrize("step", WORK_STEPS)
+def test_a_transient_fault_is_retried_with_backoff(step):
+    rule = retrier(TASKS[step], Transient.__name__)
+    assert rule is not None and rule["MaxAttempts"] >= 3 and rule["BackoffRate"] > 1
+
+
+@pytest.mark.parametrize("step", WORK_STEPS)
+@pytest.mark.parametrize("error", ["KeyError", "TypeError", "IngestionError", "Invalid"])
+def test_a_defect_is_not_retried_but_marks_the_document_failed(step, error):
+    """Retrying a bug only delays the FAILED status by the backoff."""
+    assert retrier(TASKS[step], error) is None
+    catch = TASKS[step].get("Catch") or ASL["States"]["Embed"]["Catch"]
+    assert catch[0]["ErrorEquals"] == ["States.ALL"] and catch[0]["Next"] == "MarkFailed"
+
+
+@pytest.mark.parametrize("step", WORK_STEPS)
+def test_lambda_service_errors_and_throttles_are_retried(step):
+    for error in ("Lambda.ServiceException", "Lambda.TooManyRequestsException", "Sandbox.Timedout"):
+        assert retrier(TASKS[step], error) is not None, error
+
+
+def test_mark_failed_retries_whatever_happens():
+    assert retrier(ASL["States"]["MarkFailed"], "KeyError")["MaxAttempts"] >= 3
+
+
+def _paths(node) -> set[str]:
+    """Every "$.name" the definition reads."""
+    found = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("Variable", "ItemsPath") or key.endswith(".$"):
+                if isinstance(value, str) and value.startswith("$."):
+                    found.add(value[2:].split(".")[0])
+            found |= _paths(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _paths(item)
+    return found
+
+
+def test_the_definition_reads_only_fields_the_run_state_has():
+    run_fields = set(RunState("d", "k", "b", "key", "r").to_json()) | {
+        "outcome", "batches", "embedded", "error", "failure"}
+    assert _paths(ASL) <= run_fields
+    selector = ASL["States"]["Embed"]["ItemSelector"]
+    assert {k[:-2] for k in selector} == set(BatchState("k", "d", "kb", "b", "r").to_json())
+
+
+def test_run_state_round_trips_and_keeps_what_a_catch_adds():
+    event = {"documentId": "doc_1", "kbId": "kb_1", "bucket": "b", "key": "kb/kb_1/a.txt", "runId": "r1",
+             "outcome": "CHUNKED", "batches": ["x"], "error": {"Error": "E", "Cause": "c"}, "custom": 1}
+    assert RunState.from_json(event).to_json() == event
