@@ -1,16 +1,21 @@
 """The Chalice app: blueprints and Lambda entry points, no logic."""
 import logging
 
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
 from chalicelib.api import agents, documents, health, knowledge_bases, search
 from chalicelib.api.direct_invoke import handle_kb_search
-from chalicelib.ingestion import reconcile, steps, trigger
+from chalicelib.documents import trigger
+from chalicelib.ingestion import reconcile, steps
 from chalicelib.storage import migrate as migrations
 
 app = Chalice(app_name="kb-service")
 app.log.setLevel(logging.INFO)
 logging.getLogger("chalicelib").setLevel(logging.INFO)
+# Every chalicelib log line as JSON through the pipeline's Logger, so a line logged
+# during a step (a provider's retry, a dropped connection) names its document and run.
+copy_config_to_registered_loggers(source_logger=steps.logger, include={"chalicelib"})
 app.register_blueprint(knowledge_bases)
 app.register_blueprint(documents)
 app.register_blueprint(search)

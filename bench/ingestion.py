@@ -96,7 +96,7 @@ def bench_end_to_end(n_docs: int) -> dict:
     base_started = time.perf_counter()
     for i, text in enumerate(texts):
         chunks = chunk_document(extract(text.encode(), f"a{i}.txt"), 500, 50, {})
-        embedder.embed_documents([c["content"] for c in chunks])
+        embedder.embed_documents([c.content for c in chunks])
     base_elapsed = time.perf_counter() - base_started
     return {"documents": n_docs, "processed": done, "seconds": elapsed,
             "per_minute": done / elapsed * 60, "baseline_per_minute": n_docs / base_elapsed * 60}

@@ -46,20 +46,21 @@ def load(kb: dict, docs: list[dict]) -> tuple[list[dict], dict]:
     document each (the embeddings come from the on-disk cache after the first run)."""
     from chalicelib.ingestion.chunk import chunk_document
     from chalicelib.ingestion.extract import TEXT, Extracted, Section
-    from chalicelib.storage import connection, queries
+    from chalicelib.storage import chunks as chunk_rows
+    from chalicelib.storage import connection, documents
 
-    chunked = [chunk_document(Extracted(TEXT, [Section(d["text"])]), kb["chunking"]["chunkTokens"],
-                              kb["chunking"]["chunkOverlap"], {"corpusId": d["_id"]}) for d in docs]
+    chunked = [chunk_document(Extracted(TEXT, [Section(d["text"])]), kb["chunk_tokens"],
+                              kb["chunk_overlap"], {"corpusId": d["_id"]}) for d in docs]
     flat = [c for chunks in chunked for c in chunks]
-    for chunk, vector in zip(flat, embed_corpus([c["content"] for c in flat])):
-        chunk["embedding"] = vector
+    for chunk, vector in zip(flat, embed_corpus([c.content for c in flat])):
+        chunk.embedding = vector
     doc_to_corpus = {}
     with connection() as conn:
         for doc, chunks in zip(docs, chunked):
-            row = queries.upsert_pending_document(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/{doc['_id']}.txt",
-                                                  filename=f"{doc['_id']}.txt", size_bytes=len(doc["text"]))
-            queries.replace_document_chunks(conn, doc_id=row["id"], kb_id=kb["id"], dim=384, chunks=chunks,
-                                            page_count=None)
+            row = documents.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/{doc['_id']}.txt",
+                                           filename=f"{doc['_id']}.txt", size_bytes=len(doc["text"]))
+            chunk_rows.replace_document_chunks(conn, doc_id=row["id"], kb_id=kb["id"], dim=384, chunks=chunks,
+                                               page_count=None)
             doc_to_corpus[row["id"]] = doc["_id"]
         conn.execute("ANALYZE chunks")
     return flat, doc_to_corpus
@@ -72,7 +73,7 @@ def run_queries(principal, kb, queries, doc_to_corpus, strategy: str, top_k: int
     for q in queries:
         answer = search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=top_k,
                                                  strategy=strategy, max_tokens=10**9))
-        runs[q["_id"]] = dedupe([doc_to_corpus.get(r["documentId"], r["documentId"]) for r in answer["results"]])
+        runs[q["_id"]] = dedupe([doc_to_corpus.get(p.document_id, p.document_id) for p in answer.passages])
     return runs
 
 
@@ -86,7 +87,7 @@ def grow_to(kb, flat: list[dict], target: int, rng: random.Random) -> float:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from chalicelib.storage import queries
+    from chalicelib.storage import knowledge_bases
 
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
         register_vector(conn)
@@ -96,8 +97,8 @@ def grow_to(kb, flat: list[dict], target: int, rng: random.Random) -> float:
             return 0.0
         conn.execute("DROP INDEX IF EXISTS chunks_embedding_384_hnsw")
         conn.execute("DROP INDEX IF EXISTS chunks_tsv_idx")
-        sentences = [s for c in flat for s in re.split(r"(?<=[.!?])\s+", c["content"]) if len(s) > 20]
-        base = np.asarray([c["embedding"] for c in flat], dtype="float32")
+        sentences = [s for c in flat for s in re.split(r"(?<=[.!?])\s+", c.content) if len(s) > 20]
+        base = np.asarray([c.embedding for c in flat], dtype="float32")
         noise = np.random.default_rng(rng.getrandbits(32))
         while missing > 0:
             n = min(10_000, missing)
@@ -107,7 +108,7 @@ def grow_to(kb, flat: list[dict], target: int, rng: random.Random) -> float:
         started = time.perf_counter()
         conn.execute("SET maintenance_work_mem = '8GB'")  # the whole graph in memory: no slow on-disk build
         conn.execute("SET max_parallel_maintenance_workers = 1")  # two cores: leader + one worker
-        queries.ensure_vector_index(conn, 384)
+        knowledge_bases.ensure_vector_index(conn, 384)
         conn.execute("CREATE INDEX chunks_tsv_idx ON chunks USING gin (tsv)")
         conn.execute("ANALYZE chunks")
         return time.perf_counter() - started
@@ -160,13 +161,14 @@ EF_SEARCH_SWEEP = (40, 100, 200, 400, 800)
 def hnsw_sweep(kb, vectors: list[list[float]]) -> dict:
     """For each ef_search: the share of the exact top 10 that the HNSW index returns
     (recall@10) and the median time of the index scan alone, in ms."""
-    from chalicelib.storage import connection, queries
+    from chalicelib.storage import connection
+    from chalicelib.storage.chunks import as_vector
 
-    order = "embedding::vector(384) <=> %(q)s::vector(384)"
+    order = "embedding::vector(384) <=> %(q)b::vector(384)"
     sql = "SELECT id FROM chunks WHERE kb_id = %(kb)s AND embedding_dim = 384 ORDER BY {o} LIMIT 10"
     out = {}
     with connection() as conn:
-        params = [{"q": queries.vector_literal(v), "kb": kb["id"]} for v in vectors]
+        params = [{"q": as_vector(v), "kb": kb["id"]} for v in vectors]
         exact = [{r["id"] for r in conn.execute(sql.format(o=f"({order}) + 0"), p)} for p in params]
         for ef in EF_SEARCH_SWEEP:
             overlaps, times = [], []
@@ -252,7 +254,7 @@ def main() -> dict:
         print(f"{row['clients']:7d} {row['perSecond']:8.1f} {row['p50']:8.1f} {row['p95']:8.1f}")
 
     from chalicelib.embeddings import get_provider
-    from chalicelib.storage.queries import ef_search_for
+    from chalicelib.retrieval.policy import ef_search_for
 
     results["serviceEfSearch"] = ef_search_for(10)
     probe_vectors = get_provider("local").embed_documents([q["text"] for q in sample[:20]])

@@ -3,60 +3,50 @@ array happens under a row lock, and link, edit and remove are audited."""
 from typing import Optional
 
 from chalicelib.agents import tools as kbtools
-from chalicelib.agents.tools import KNOWLEDGE_BASE, ToolError
+from chalicelib.agents.tools import KNOWLEDGE_BASE
 from chalicelib.auth import Principal
+from chalicelib.errors import Invalid, NotFound
 from chalicelib.ids import new_id
-from chalicelib.knowledge_bases.service import kb_view
-from chalicelib.storage import connection, queries
+from chalicelib.storage import agents, connection, knowledge_bases
 
 
-def _iso(value):
-    return value.isoformat() if value is not None else None
-
-
-def agent_view(row: dict) -> dict:
-    return {"id": row["id"], "name": row["name"], "description": row["description"],
-            "ownerId": row["owner_id"], "availableTools": row["available_tools"],
-            "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"])}
-
-
-def _not_found(agent_id: str) -> ToolError:
-    return ToolError(404, "NOT_FOUND", f"agent {agent_id} was not found")
+def _not_found(agent_id: str) -> NotFound:
+    return NotFound.thing("agent", agent_id)
 
 
 def create_agent(principal: Principal, *, name: str, description: str, tools: list) -> dict:
     tools = kbtools.check_tools_array(tools)
     with connection() as conn:
-        return agent_view(queries.insert_agent(conn, principal, agent_id=new_id("agent"), name=name,
-                                               description=description, tools=tools))
+        return agents.insert(conn, principal, agent_id=new_id("agent"), name=name,
+                             description=description, tools=tools)
 
 
 def get_agent(principal: Principal, agent_id: str) -> dict:
     with connection() as conn:
-        row = queries.get_agent(conn, principal, agent_id)
+        row = agents.get(conn, principal, agent_id)
     if row is None:
         raise _not_found(agent_id)
-    return agent_view(row)
+    return row
 
 
 def list_agents(principal: Principal) -> list[dict]:
     with connection() as conn:
-        return [agent_view(r) for r in queries.list_agents(conn, principal)]
+        return agents.list_in_org(conn, principal)
 
 
 def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
     if "available_tools" in changes:
         changes["available_tools"] = kbtools.check_tools_array(changes["available_tools"])
     with connection() as conn:
-        row = queries.update_agent(conn, principal, agent_id, changes)
+        row = agents.update(conn, principal, agent_id, changes)
     if row is None:
         raise _not_found(agent_id)
-    return agent_view(row)
+    return row
 
 
 def delete_agent(principal: Principal, agent_id: str) -> None:
     with connection() as conn:
-        if not queries.delete_agent(conn, principal, agent_id):
+        if not agents.delete(conn, principal, agent_id):
             raise _not_found(agent_id)
 
 
@@ -64,61 +54,59 @@ def _linked_kb_ids(tools: list) -> set[str]:
     return {t["config"]["knowledgeBaseId"] for t in tools if t.get("type") == KNOWLEDGE_BASE}
 
 
-def available_knowledge_bases(principal: Principal, agent_id: str) -> list[dict]:
+def available_knowledge_bases(principal: Principal, agent_id: str) -> tuple[list[dict], set[str]]:
+    """(the knowledge bases the caller can see, the ids of those the agent links)."""
     with connection() as conn:
-        agent = queries.get_agent(conn, principal, agent_id)
+        agent = agents.get(conn, principal, agent_id)
         if agent is None:
             raise _not_found(agent_id)
-        kbs = queries.list_visible_knowledge_bases(conn, principal, limit=1000, after=None)
-    linked = _linked_kb_ids(agent["available_tools"])
-    return [{**kb_view(kb), "linked": kb["id"] in linked} for kb in kbs]
+        kbs = knowledge_bases.list_visible(conn, principal, limit=1000, after=None)
+    return kbs, _linked_kb_ids(agent["available_tools"])
 
 
 def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quick_add: bool,
                         name: Optional[str], description: Optional[str], top_k, min_score) -> dict:
-    top_k, min_score = kbtools.check_defaults(
-        kbtools.DEFAULT_TOP_K if top_k is None else top_k,
-        kbtools.DEFAULT_MIN_SCORE if min_score is None else min_score)
+    top_k, min_score = kbtools.check_defaults(top_k, min_score)
     with connection() as conn, conn.transaction():
-        agent = queries.get_agent(conn, principal, agent_id, for_update=True)
+        agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
             raise _not_found(agent_id)
-        kb = queries.get_visible_knowledge_base(conn, principal, kb_id)
+        kb = knowledge_bases.get_visible(conn, principal, kb_id)
         if kb is None:
-            raise ToolError(404, "NOT_FOUND", f"knowledge base {kb_id} was not found")
+            raise NotFound.thing("knowledge base", kb_id)
         tools = agent["available_tools"]
         if kb_id in _linked_kb_ids(tools):
-            raise ToolError(400, "KB_ALREADY_LINKED", f"the agent already links knowledge base {kb_id}")
+            raise Invalid(f"the agent already links knowledge base {kb_id}", code="KB_ALREADY_LINKED")
         taken = {t["name"] for t in tools}
         if quick_add:
             name = kbtools.quick_add_name(kb["name"], taken)
             description = f"Search {kb['name']} knowledge base"
         else:
             if not name:
-                raise ToolError(400, "INVALID_INPUT", "toolName: is required (or send quickAdd: true)")
+                raise Invalid.field("toolName", "is required (or send quickAdd: true)")
             if not description:
-                raise ToolError(400, "INVALID_INPUT", "toolDescription: is required (or send quickAdd: true)")
+                raise Invalid.field("toolDescription", "is required (or send quickAdd: true)")
             name = kbtools.check_name(name, taken)
         tool = kbtools.knowledge_base_tool(kb_id=kb_id, kb_name=kb["name"], name=name, description=description,
                                            top_k=top_k, min_score=min_score)
-        queries.update_agent(conn, principal, agent_id, {"available_tools": tools + [tool]})
-        queries.write_audit(conn, principal, agent_id=agent_id, action="link_knowledge_base",
+        agents.update(conn, principal, agent_id, {"available_tools": tools + [tool]})
+        agents.write_audit(conn, principal, agent_id=agent_id, action="link_knowledge_base",
                             tool_id=tool["id"], before=None, after=tool)
     return tool
 
 
 def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, changes: dict) -> dict:
     with connection() as conn, conn.transaction():
-        agent = queries.get_agent(conn, principal, agent_id, for_update=True)
+        agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
             raise _not_found(agent_id)
         tools = agent["available_tools"]
         index = next((i for i, t in enumerate(tools) if t.get("id") == tool_id), None)
         if index is None:
-            raise ToolError(404, "NOT_FOUND", f"tool {tool_id} was not found")
+            raise NotFound.thing("tool", tool_id)
         before = tools[index]
         if before.get("type") != KNOWLEDGE_BASE:
-            raise ToolError(400, "NOT_A_KNOWLEDGE_BASE_TOOL", f"tool {tool_id} is a {before.get('type')} tool")
+            raise Invalid(f"tool {tool_id} is a {before.get('type')} tool", code="NOT_A_KNOWLEDGE_BASE_TOOL")
         after = dict(before)
         if "toolName" in changes:
             after["name"] = kbtools.check_name(changes["toolName"], {t["name"] for t in tools if t is not before})
@@ -128,24 +116,24 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
                                                   changes.get("defaultMinScore", before["config"]["defaultMinScore"]))
         after = kbtools.with_defaults(after, top_k, min_score)
         tools = tools[:index] + [after] + tools[index + 1:]
-        queries.update_agent(conn, principal, agent_id, {"available_tools": tools})
-        queries.write_audit(conn, principal, agent_id=agent_id, action="edit_knowledge_base_tool",
+        agents.update(conn, principal, agent_id, {"available_tools": tools})
+        agents.write_audit(conn, principal, agent_id=agent_id, action="edit_knowledge_base_tool",
                             tool_id=tool_id, before=before, after=after)
     return after
 
 
 def remove_tool(principal: Principal, agent_id: str, tool_id: str) -> None:
     with connection() as conn, conn.transaction():
-        agent = queries.get_agent(conn, principal, agent_id, for_update=True)
+        agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
             raise _not_found(agent_id)
         tools = agent["available_tools"]
         removed = next((t for t in tools if t.get("id") == tool_id), None)
         if removed is None:
-            raise ToolError(404, "NOT_FOUND", f"tool {tool_id} was not found")
-        queries.update_agent(conn, principal, agent_id,
+            raise NotFound.thing("tool", tool_id)
+        agents.update(conn, principal, agent_id,
                              {"available_tools": [t for t in tools if t is not removed]})
-        queries.write_audit(conn, principal, agent_id=agent_id, action="remove_tool", tool_id=tool_id,
+        agents.write_audit(conn, principal, agent_id=agent_id, action="remove_tool", tool_id=tool_id,
                             before=removed, after=None)
 
 
@@ -153,11 +141,11 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
     """The agent's tools; a knowledge-base tool shows whether its knowledge base
     still exists (the tool stays either way) and its current name."""
     with connection() as conn:
-        agent = queries.get_agent(conn, principal, agent_id)
+        agent = agents.get(conn, principal, agent_id)
         if agent is None:
             raise _not_found(agent_id)
         tools = agent["available_tools"]
-        names = queries.visible_knowledge_base_names(conn, principal, list(_linked_kb_ids(tools)))
+        names = knowledge_bases.visible_names(conn, principal, list(_linked_kb_ids(tools)))
     shown = []
     for tool in tools:
         if tool.get("type") != KNOWLEDGE_BASE:
@@ -178,8 +166,6 @@ def tool_definitions(principal: Principal, agent_id: str, fmt: str):
 
 def audit_log(principal: Principal, agent_id: str) -> list[dict]:
     with connection() as conn:
-        if queries.get_agent(conn, principal, agent_id) is None:
+        if agents.get(conn, principal, agent_id) is None:
             raise _not_found(agent_id)
-        rows = queries.audit_entries(conn, principal, agent_id)
-    return [{"id": r["id"], "userId": r["user_id"], "action": r["action"], "toolId": r["tool_id"],
-             "before": r["before"], "after": r["after"], "at": _iso(r["created_at"])} for r in rows]
+        return agents.audit_entries(conn, principal, agent_id)

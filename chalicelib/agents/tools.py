@@ -4,15 +4,12 @@ import re
 import secrets
 from typing import Optional
 
+from chalicelib import limits
+from chalicelib.errors import Conflict, Invalid
+from chalicelib.validate import int_field, number_field
+
 KNOWLEDGE_BASE = "knowledge_base"
-NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # valid for OpenAI, Anthropic and MCP clients
-DEFAULT_TOP_K, DEFAULT_MIN_SCORE = 5, 0.7
-
-
-class ToolError(Exception):
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,%d}$" % limits.TOOL_NAME_MAX_CHARS)
 
 
 def snake_case(name: str) -> str:
@@ -21,12 +18,13 @@ def snake_case(name: str) -> str:
 
 def unique_name(base: str, taken: set[str]) -> str:
     """`base` cut to fit 64 characters, with _2, _3… added when the agent has it already."""
-    base = (base or "search_knowledge_base")[:64].rstrip("_")
+    most = limits.TOOL_NAME_MAX_CHARS
+    base = (base or "search_knowledge_base")[:most].rstrip("_")
     name, n = base, 1
     while name in taken:
         n += 1
         suffix = f"_{n}"
-        name = base[: 64 - len(suffix)].rstrip("_") + suffix
+        name = base[: most - len(suffix)].rstrip("_") + suffix
     return name
 
 
@@ -37,19 +35,17 @@ def quick_add_name(kb_name: str, taken: set[str]) -> str:
 
 def check_name(name: str, taken: set[str]) -> str:
     if not NAME_RULE.match(name):
-        raise ToolError(400, "INVALID_INPUT",
-                        "toolName: 1 to 64 letters, digits, '_' or '-' (the rule every major LLM tool API accepts)")
+        raise Invalid.field("toolName", f"1 to {limits.TOOL_NAME_MAX_CHARS} letters, digits, '_' or '-'"
+                                        " (the rule every major LLM tool API accepts)")
     if name in taken:
-        raise ToolError(409, "TOOL_NAME_TAKEN", f"toolName: the agent already has a tool named {name}")
+        raise Conflict(f"toolName: the agent already has a tool named {name}", code="TOOL_NAME_TAKEN")
     return name
 
 
 def check_defaults(top_k, min_score) -> tuple[int, float]:
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 20:
-        raise ToolError(400, "INVALID_INPUT", "defaultTopK: must be an integer from 1 to 20")
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
-        raise ToolError(400, "INVALID_INPUT", "defaultMinScore: must be a number from 0 to 1")
-    return top_k, float(min_score)
+    """A tool's defaultTopK and defaultMinScore (None: the tool defaults)."""
+    return (int_field(top_k, "defaultTopK", limits.TOOL_TOP_K),
+            number_field(min_score, "defaultMinScore", limits.TOOL_MIN_SCORE))
 
 
 def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str, top_k: int,
@@ -63,8 +59,10 @@ def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "Search query"},
-                "topK": {"type": "number", "default": top_k, "minimum": 1, "maximum": 20},
-                "minScore": {"type": "number", "default": min_score, "minimum": 0.0, "maximum": 1.0},
+                "topK": {"type": "number", "default": top_k, "minimum": limits.TOOL_TOP_K.low,
+                         "maximum": limits.TOOL_TOP_K.high},
+                "minScore": {"type": "number", "default": min_score, "minimum": float(limits.TOOL_MIN_SCORE.low),
+                             "maximum": float(limits.TOOL_MIN_SCORE.high)},
             },
             "required": ["query"],
         },
@@ -87,21 +85,21 @@ def check_tools_array(tools) -> list[dict]:
     """availableTools as given to POST/PATCH /agents: objects with an id, a valid
     unique name and a type; knowledge-base tools in their full shape."""
     if not isinstance(tools, list):
-        raise ToolError(400, "INVALID_INPUT", "availableTools: must be a list of tools")
+        raise Invalid.field("availableTools", "must be a list of tools")
     names, ids = set(), set()
     for index, tool in enumerate(tools):
         where = f"availableTools[{index}]"
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not isinstance(tool.get("type"), str):
-            raise ToolError(400, "INVALID_INPUT", f"{where}: must be an object with a name and a type")
+            raise Invalid.field(where, "must be an object with a name and a type")
         if not NAME_RULE.match(tool["name"]) or tool["name"] in names:
-            raise ToolError(400, "INVALID_INPUT", f"{where}.name: must be unique, 1 to 64 of [A-Za-z0-9_-]")
+            raise Invalid.field(f"{where}.name", f"must be unique, 1 to {limits.TOOL_NAME_MAX_CHARS} of [A-Za-z0-9_-]")
         tool.setdefault("id", f"tool_{secrets.token_hex(8)}")
         if not isinstance(tool["id"], str) or tool["id"] in ids:
-            raise ToolError(400, "INVALID_INPUT", f"{where}.id: must be a unique string")
+            raise Invalid.field(f"{where}.id", "must be a unique string")
         if tool["type"] == KNOWLEDGE_BASE:
             config = tool.get("config")
             if not isinstance(config, dict) or not isinstance(config.get("knowledgeBaseId"), str):
-                raise ToolError(400, "INVALID_INPUT", f"{where}.config.knowledgeBaseId: is required")
+                raise Invalid.field(f"{where}.config.knowledgeBaseId", "is required")
         names.add(tool["name"])
         ids.add(tool["id"])
     return tools

@@ -2,6 +2,7 @@
 from chalice import Blueprint
 
 from chalicelib.api.http import error_response, ok
+from chalicelib.errors import Unavailable
 from chalicelib.health import check_health, failure_message
 
 blueprint = Blueprint(__name__)
@@ -12,4 +13,4 @@ def health():
     report = check_health()
     if report["status"] == "ok":
         return ok(report)
-    return error_response(503, "UNHEALTHY", failure_message(report), details=report)
+    return error_response(Unavailable(failure_message(report), code="UNHEALTHY", details=report))

@@ -1,29 +1,43 @@
-"""The API's conventions: JSON envelopes, error codes, bearer-key authentication."""
+"""The API's conventions: JSON envelopes, the status of each kind of error,
+bearer-key authentication."""
 import functools
 import json
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from chalice import Response
 
+from chalicelib import errors
 from chalicelib.auth import Principal, authenticate, bearer_token
+from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
 JSON_HEADERS = {"Content-Type": "application/json"}
 
+# Each kind of service error and its HTTP status: the one place statuses are decided.
+STATUS: dict[type, int] = {
+    errors.Invalid: 400,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.TooLarge: 413,
+    errors.Unsupported: 415,
+    errors.Throttled: 429,
+    errors.Unavailable: 503,
+}
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+
+def status_of(err: errors.ServiceError) -> int:
+    return next((STATUS[kind] for kind in type(err).__mro__ if kind in STATUS), 500)
 
 
-def not_found(what: str, ident: str) -> ApiError:
-    return ApiError(404, "NOT_FOUND", f"{what} {ident} was not found")
-
-
-def invalid(field: str, why: str) -> ApiError:
-    return ApiError(400, "INVALID_INPUT", f"{field}: {why}")
+def error_body(err: errors.ServiceError) -> dict:
+    """The error envelope's `error` object."""
+    error = {"code": err.code, "message": err.message}
+    if err.details is not None:
+        error["details"] = err.details
+    return error
 
 
 def ok(data: Any, status: int = 200) -> Response:
@@ -31,36 +45,9 @@ def ok(data: Any, status: int = 200) -> Response:
                     status_code=status, headers=JSON_HEADERS)
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> Response:
-    error = {"code": code, "message": message}
-    if details is not None:
-        error["details"] = details
-    return Response(body=json.dumps({"success": False, "error": error}), status_code=status, headers=JSON_HEADERS)
-
-
-def _bad_text(value: str) -> bool:
-    """NUL cannot be stored in PostgreSQL text, and a lone surrogate is not Unicode."""
-    if "\x00" in value:
-        return True
-    try:
-        value.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
-
-
-def check_text(value: Any, path: str = "body") -> None:
-    """Refuse, naming where, any string (key or value) that cannot be stored as text."""
-    if isinstance(value, str):
-        if _bad_text(value):
-            raise invalid(path, "contains a NUL character or invalid Unicode")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, path)
-            check_text(item, f"{path}.{key}" if path != "body" else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_text(item, f"{path}[{index}]")
+def error_response(err: errors.ServiceError) -> Response:
+    return Response(body=json.dumps({"success": False, "error": error_body(err)}),
+                    status_code=status_of(err), headers=JSON_HEADERS)
 
 
 def json_body(request) -> dict:
@@ -70,9 +57,9 @@ def json_body(request) -> dict:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "INVALID_JSON", f"the request body is not valid JSON: {exc}") from exc
+        raise errors.Invalid(f"the request body is not valid JSON: {exc}", code="INVALID_JSON") from exc
     if not isinstance(body, dict):
-        raise ApiError(400, "INVALID_JSON", "the request body must be a JSON object")
+        raise errors.Invalid("the request body must be a JSON object", code="INVALID_JSON")
     check_text(body)
     return body
 
@@ -84,54 +71,9 @@ def query_params(request) -> dict:
     return params
 
 
-def refuse_unknown(body: dict, allowed, why: str, prefix: str = "") -> None:
-    """400 naming the first field that is not one of `allowed`."""
-    unknown = set(body) - set(allowed)
-    if unknown:
-        raise invalid(prefix + sorted(unknown)[0], why)
-
-
-def string_field(body: dict, name: str, *, required: bool, max_length: int, default: str = "") -> str:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise invalid(name, "is required")
-        return default
-    if not isinstance(value, str):
-        raise invalid(name, "must be a string")
-    value = value.strip()
-    if required and not value:
-        raise invalid(name, "must not be empty")
-    if len(value) > max_length:
-        raise invalid(name, f"must be at most {max_length} characters")
-    return value
-
-
-def name_and_description_changes(body: dict) -> dict:
-    """The `name` and `description` a PATCH body carries, validated as at creation."""
-    changes = {}
-    if "name" in body:
-        changes["name"] = string_field(body, "name", required=True, max_length=200)
-    if "description" in body:
-        changes["description"] = string_field(body, "description", required=False, max_length=2000)
-    return changes
-
-
-def int_field(value: Any, name: str, *, low: int, high: int, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid(name, "must be an integer")
-    if not low <= value <= high:
-        raise invalid(name, f"must be between {low} and {high}")
-    return value
-
-
 def authenticated(blueprint) -> Callable:
     """Route decorator: resolves the bearer key to a Principal (401 otherwise),
-    passes it as the first argument, and turns ApiError into the error envelope."""
+    passes it as the first argument, and turns a ServiceError into the error envelope."""
     def decorate(view: Callable) -> Callable:
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
@@ -139,20 +81,22 @@ def authenticated(blueprint) -> Callable:
                 request = blueprint.current_request
                 principal = _principal(request.headers.get("authorization"))
                 return view(principal, *args, **kwargs)
-            except ApiError as err:
-                return error_response(err.status, err.code, err.message)
+            except errors.ServiceError as err:
+                if status_of(err) >= 500:
+                    logger.warning("answered %s: %s", err.code, err.message)
+                return error_response(err)
             except Exception:
                 logger.exception("unhandled error")
-                return error_response(500, "INTERNAL_ERROR", "an internal error occurred")
+                return error_response(errors.ServiceError("an internal error occurred"))
         return wrapper
     return decorate
 
 
-def _principal(authorization: Optional[str]) -> Principal:
+def _principal(authorization) -> Principal:
     token = bearer_token(authorization)
     if token is None:
-        raise ApiError(401, "UNAUTHORIZED", "send an API key as 'Authorization: Bearer <key>'")
+        raise errors.Unauthorized("send an API key as 'Authorization: Bearer <key>'")
     principal = authenticate(token)
     if principal is None:
-        raise ApiError(401, "UNAUTHORIZED", "the API key is not valid")
+        raise errors.Unauthorized("the API key is not valid")
     return principal

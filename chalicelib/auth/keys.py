@@ -3,7 +3,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.storage import connection, queries
+from chalicelib.storage import connection, tenants
 
 KEY_PREFIX = "kbk_"
 
@@ -24,9 +24,9 @@ def issue_key(org_name: str, user_name: str) -> tuple[Principal, str]:
     The key is returned once; only its hash is stored."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with connection() as conn, conn.transaction():
-        org_id = queries.ensure_organization(conn, org_name)
-        user_id = queries.ensure_user(conn, org_id, user_name)
-        queries.insert_api_key(conn, user_id, hash_key(key), key[: len(KEY_PREFIX) + 6])
+        org_id = tenants.ensure_organization(conn, org_name)
+        user_id = tenants.ensure_user(conn, org_id, user_name)
+        tenants.insert_api_key(conn, user_id, hash_key(key), key[: len(KEY_PREFIX) + 6])
     return Principal(user_id=user_id, org_id=org_id), key
 
 
@@ -34,7 +34,7 @@ def authenticate(key: Optional[str]) -> Optional[Principal]:
     if not key or not key.startswith(KEY_PREFIX):
         return None
     with connection() as conn:
-        row = queries.find_principal(conn, hash_key(key))
+        row = tenants.find_principal(conn, hash_key(key))
     return Principal(user_id=row["user_id"], org_id=row["org_id"]) if row else None
 
 

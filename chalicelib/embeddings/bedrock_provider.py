@@ -15,6 +15,8 @@ from botocore import exceptions as botocore_errors
 from botocore.config import Config
 from botocore.exceptions import ClientError, NoRegionError
 
+from chalicelib.errors import Invalid, Transient
+
 logger = logging.getLogger(__name__)
 
 TITAN_V2 = "amazon.titan-embed-text-v2:0"
@@ -53,7 +55,7 @@ class BedrockEmbeddings:
         texts = list(texts)
         for i, text in enumerate(texts):
             if len(text) > MAX_CHARS:
-                raise ValueError(f"embedding: text {i} has {len(text)} characters; "
+                raise Invalid(f"embedding: text {i} has {len(text)} characters; "
                                  f"{self.model_id} takes at most {MAX_CHARS}")
         if len(texts) <= 1:
             return [self._embed_with_retry(t) for t in texts]
@@ -71,8 +73,10 @@ class BedrockEmbeddings:
             try:
                 return self._embed(text)
             except (ClientError, *TRANSPORT_ERRORS) as exc:
-                if attempt == self.max_attempts or not _retryable(exc):
+                if not _retryable(exc):
                     raise
+                if attempt == self.max_attempts:
+                    raise Transient(f"Bedrock embeddings failed {attempt} times: {_kind(exc)}: {exc}") from exc
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
                 logger.warning("Bedrock embeddings failed (%s), attempt %d; retrying in %.2fs",
                                _kind(exc), attempt, delay)
@@ -98,8 +102,8 @@ def _client():
     try:
         return boto3.client("bedrock-runtime", config=config)
     except NoRegionError:
-        raise ValueError("embedding.provider: bedrock is not configured here (no AWS region; "
-                         "set AWS_REGION)") from None
+        raise Invalid("embedding.provider: bedrock is not configured here (no AWS region; "
+                      "set AWS_REGION)") from None
 
 
 def _retryable(exc: Exception) -> bool:

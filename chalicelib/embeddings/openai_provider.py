@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import openai
 
 from chalicelib.embeddings.tokens import count_tokens_batch
+from chalicelib.errors import Invalid, Transient
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class OpenAIEmbeddings:
                  base_delay: float = 0.5, max_delay: float = 20.0,
                  sleep: Callable[[float], None] = time.sleep):
         if client is None and not os.environ.get("OPENAI_API_KEY"):
-            raise ValueError("embedding.provider: openai is not configured here (OPENAI_API_KEY is not set)")
+            raise Invalid("embedding.provider: openai is not configured here (OPENAI_API_KEY is not set)")
         self.model, self.dimension = model, DIMENSIONS[model]
         # Retries are ours (jitter, metrics-friendly logs), so the client's are off.
         self._client = client or openai.OpenAI(base_url=os.environ.get("OPENAI_BASE_URL") or None,
@@ -67,7 +68,7 @@ class OpenAIEmbeddings:
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError,
                     openai.APITimeoutError) as exc:
                 if attempt == self.max_attempts:
-                    raise
+                    raise Transient(f"OpenAI embeddings failed {attempt} times: {type(exc).__name__}: {exc}") from exc
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
                 logger.warning("OpenAI embeddings failed (%s), attempt %d; retrying in %.2fs",
                                type(exc).__name__, attempt, delay)

@@ -1,5 +1,7 @@
 from typing import Optional, Protocol, Sequence
 
+from chalicelib.errors import Invalid
+
 
 class EmbeddingProvider(Protocol):
     name: str
@@ -19,7 +21,7 @@ def get_provider(name: str = "local", model: Optional[str] = None) -> EmbeddingP
     """The provider by name (and model), created once per warm worker: loading a
     model or a client is slow."""
     if name not in PROVIDERS:
-        raise ValueError(f"embedding.provider: unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
+        raise Invalid(f"embedding.provider: unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
     if name == "local":
         from chalicelib.embeddings.local import LocalMiniLM as factory
     elif name == "openai":
@@ -28,7 +30,7 @@ def get_provider(name: str = "local", model: Optional[str] = None) -> EmbeddingP
         from chalicelib.embeddings.bedrock_provider import BedrockEmbeddings as factory
     model = model or factory.default_model
     if model not in factory.models:
-        raise ValueError(f"embedding.model: {name} offers {', '.join(factory.models)}, not {model!r}")
+        raise Invalid(f"embedding.model: {name} offers {', '.join(factory.models)}, not {model!r}")
     if (name, model) not in _providers:
         _providers[(name, model)] = factory(model)
     return _providers[(name, model)]

@@ -6,8 +6,11 @@ Offsets index the document text: the sections joined by SECTION_SEPARATOR.
 import re
 from dataclasses import dataclass
 
+from chalicelib import limits
 from chalicelib.embeddings.tokens import count_tokens_batch
+from chalicelib.errors import Invalid
 from chalicelib.ingestion.extract import Extracted
+from chalicelib.ingestion.model import Chunk
 
 SECTION_SEPARATOR = "\n\n"
 # A sentence: up to and including its closing punctuation, or up to a blank line.
@@ -23,10 +26,11 @@ class _Unit:
 
 
 def validate_sizes(chunk_tokens: int, overlap: int) -> None:
-    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not 50 <= chunk_tokens <= 8000:
-        raise ValueError("chunking.chunkTokens: must be an integer between 50 and 8000")
+    bounds = limits.CHUNK_TOKENS
+    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not bounds.low <= chunk_tokens <= bounds.high:
+        raise Invalid.field("chunking.chunkTokens", f"must be an integer {bounds.describe()}")
     if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap <= chunk_tokens // 2:
-        raise ValueError("chunking.chunkOverlap: must be an integer from 0 to half of chunkTokens")
+        raise Invalid.field("chunking.chunkOverlap", "must be an integer from 0 to half of chunkTokens")
 
 
 def _units(text: str, base: int, max_tokens: int) -> list[_Unit]:
@@ -69,7 +73,7 @@ def _pack(units: list[_Unit], chunk_tokens: int, overlap: int) -> list[list[_Uni
     return groups
 
 
-def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metadata: dict) -> list[dict]:
+def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metadata: dict) -> list[Chunk]:
     document_text = SECTION_SEPARATOR.join(s.text for s in extracted.sections)
     chunks, offset = [], 0
     for section in extracted.sections:
@@ -78,10 +82,9 @@ def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metada
             start, end = group[0].start, group[-1].end
             content = document_text[start:end].strip()
             if content:
-                chunks.append({
-                    "chunkIndex": len(chunks), "content": content, "page": section.page,
-                    "headers": section.headers, "startChar": start, "endChar": end,
-                    "tokenCount": sum(u.tokens for u in group), "metadata": metadata,
-                })
+                chunks.append(Chunk(
+                    chunk_index=len(chunks), content=content, page=section.page,
+                    headers=section.headers, start_char=start, end_char=end,
+                    token_count=sum(u.tokens for u in group), metadata=metadata))
         offset += len(section.text) + len(SECTION_SEPARATOR)
     return chunks

@@ -1,15 +1,15 @@
-class IngestionError(Exception):
-    """A document that cannot be ingested, with a stable code for clients.
+import json
 
-    Step Functions sees the class name as the error name; the code and message
-    travel in the JSON message so MarkFailed can store both."""
+from chalicelib.errors import ServiceError
+
+
+class IngestionError(ServiceError):
+    """A document that cannot be ingested, with a stable code for clients. A step
+    returns it as data (RunState.failure); should one escape as an exception, its
+    code and message travel in the JSON message so MarkFailed can store both."""
 
     def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code=code)
 
     def __str__(self) -> str:
-        import json
-
         return json.dumps({"code": self.code, "message": self.message})

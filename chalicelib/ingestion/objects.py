@@ -12,6 +12,14 @@ SIDECAR_SUFFIX = ".metadata.json"
 _DOCUMENT_KEY = re.compile(r"^kb/(?P<kb_id>kb_[A-Za-z0-9]+)/(?P<path>.+)$")
 
 
+def knowledge_base_prefix(kb_id: str) -> str:
+    return f"kb/{kb_id}/"
+
+
+def document_key(kb_id: str, filename: str) -> str:
+    return knowledge_base_prefix(kb_id) + filename
+
+
 def parse_document_key(key: str) -> Optional[tuple[str, str]]:
     """(kbId, path inside the knowledge base) for a key under kb/{kbId}/, else None."""
     match = _DOCUMENT_KEY.match(key)
@@ -20,9 +28,9 @@ def parse_document_key(key: str) -> Optional[tuple[str, str]]:
     return match.group("kb_id"), match.group("path")
 
 
-def event_key(record: dict) -> str:
-    # S3 event keys are URL-encoded, with '+' for spaces.
-    return unquote_plus(record["s3"]["object"]["key"])
+def decoded_key(event_key: str) -> str:
+    """S3 event keys are URL-encoded, with '+' for spaces."""
+    return unquote_plus(event_key)
 
 
 def work_key(work_prefix: str, doc_id: str, run_id: str, name: str) -> str:

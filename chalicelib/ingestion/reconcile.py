@@ -6,7 +6,7 @@ import logging
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import client
-from chalicelib.storage import connection, queries
+from chalicelib.storage import connection, documents
 
 logger = logging.getLogger(__name__)
 ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
@@ -16,7 +16,7 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
     sfn = client("stepfunctions")
     fixed = []
     with connection() as conn:
-        candidates = queries.unfinished_documents(conn, min_age_seconds)
+        candidates = documents.unfinished(conn, min_age_seconds)
     for doc in candidates:
         try:
             status = sfn.describe_execution(executionArn=doc["execution_arn"])["status"]
@@ -26,7 +26,7 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
             status = "MISSING"
         if status in ENDED or status == "MISSING":
             with connection() as conn:
-                if queries.mark_document_failed(
+                if documents.mark_failed(
                         conn, doc["id"], doc["current_run_id"], "EXECUTION_ENDED",
                         f"the ingestion run ended ({status}) without finishing the document"):
                     fixed.append(doc["id"])

@@ -1,159 +1,188 @@
 """The Lambda tasks of the ingestion state machine (infra/ingestion.asl.json).
 
 Each step reads its input from S3 references and writes its output back to S3,
-so the state machine's payload stays small whatever the document's size.
-"""
+so the state machine's payload (RunState) stays small whatever the document's
+size. A fault worth retrying leaves a step as errors.Transient, which the state
+machine retries; any other exception is a defect and goes straight to MarkFailed."""
 import hashlib
 import json
-import logging
 import time
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import Iterator
 
 import psycopg
+from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
+from chalicelib.errors import Transient
 from chalicelib.ingestion import objects
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import Extracted, Limits, extract
-from chalicelib.storage import connection, queries
+from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
+                                        Chunk, Failure, RunState)
+from chalicelib.storage import chunks as chunk_rows
+from chalicelib.storage import connection, documents, knowledge_bases
 
-logger = logging.getLogger(__name__)
+# One JSON line per message, each with the document and run it is about.
+logger = Logger(service="kb-ingestion")
 EMBED_BATCH = 64
+# S3 answers these with a 4xx, but they pass: a retry is the documented remedy.
+_RETRYABLE_S3_CODES = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}
 
 
-class TransientError(Exception):
-    """A fault worth retrying (database or S3 unreachable); the state machine retries it."""
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (Transient, psycopg.OperationalError, BotoCoreError, ConnectionError, TimeoutError)):
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
+        return status >= 500 or exc.response.get("Error", {}).get("Code") in _RETRYABLE_S3_CODES
+    return False
 
 
 @contextmanager
-def _step(event: dict, name: str):
+def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
+    """Logs carry the document and run; a transient fault becomes Transient; the
+    time spent is added to the document's stepDurationsMs[name]."""
+    logger.append_keys(document_id=state.document_id, run_id=state.run_id, step=name)
     started = time.monotonic()
     try:
         yield
-    except (psycopg.OperationalError, BotoCoreError) as exc:
-        raise TransientError(f"{name}: {exc}") from exc
-    except ClientError as exc:
-        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) >= 500:
-            raise TransientError(f"{name}: {exc}") from exc
+        with connection() as conn:
+            documents.add_step_duration(conn, state.document_id, state.run_id, name,
+                                        int((time.monotonic() - started) * 1000))
+    except Exception as exc:
+        if is_transient(exc) and not isinstance(exc, Transient):
+            logger.warning("transient fault, the state machine will retry: %s", exc)
+            raise Transient(f"{name}: {type(exc).__name__}: {exc}") from exc
         raise
-    with connection() as conn:
-        queries.record_step_duration(conn, event["documentId"], name,
-                                     int((time.monotonic() - started) * 1000))
+    finally:
+        logger.remove_keys(["document_id", "run_id", "step"])
 
 
-def _work_key(event: dict, name: str) -> str:
-    return objects.work_key(load_settings().work_prefix, event["documentId"], event["runId"], name)
+def _work_key(state: RunState | BatchState, name: str) -> str:
+    return objects.work_key(load_settings().work_prefix, state.document_id, state.run_id, name)
 
 
 def _knowledge_base(conn, kb_id: str) -> dict:
-    kb = queries.get_knowledge_base_for_pipeline(conn, kb_id)
+    kb = knowledge_bases.get_for_pipeline(conn, kb_id)
     if kb is None:
         raise IngestionError("KB_NOT_FOUND", f"knowledge base {kb_id} no longer exists")
     return kb
 
 
-def _failed(event: dict, err: IngestionError) -> dict:
+def _failed(state: RunState, err: IngestionError) -> dict:
     """A document that cannot be ingested is an answer, not a fault: the state
     machine routes it to MarkFailed without retrying."""
-    return {**event, "outcome": "FAILED", "failure": {"code": err.code, "message": err.message}}
+    return replace(state, outcome=FAILED, failure=Failure(err.code, err.message).to_json()).to_json()
 
 
 def extract_step(event: dict) -> dict:
     settings = load_settings()
-    bucket, key, doc_id, run_id = event["bucket"], event["key"], event["documentId"], event["runId"]
-    with _step(event, "extract"):
+    state = RunState.from_json(event)
+    with _step(state, "extract"):
         try:
-            head = objects.head(bucket, key)
+            head = objects.head(state.bucket, state.key)
             if head["ContentLength"] > settings.max_file_bytes:
                 raise IngestionError("FILE_TOO_LARGE", f"the file has {head['ContentLength']} bytes;"
                                                        f" the limit is {settings.max_file_bytes}")
-            metadata = {**head.get("Metadata", {}), **objects.read_sidecar_metadata(bucket, key)}
-            data = objects.read_bytes(bucket, key)
+            metadata = {**head.get("Metadata", {}), **objects.read_sidecar_metadata(state.bucket, state.key)}
+            data = objects.read_bytes(state.bucket, state.key)
             content_hash = hashlib.sha256(data).hexdigest()
             with connection() as conn:
-                doc = queries.get_document(conn, doc_id)
-                if doc is None or doc["current_run_id"] != run_id:
-                    return {**event, "outcome": "UNCHANGED", "superseded": True}
+                doc = documents.get(conn, state.document_id)
+                if doc is None or doc["current_run_id"] != state.run_id:
+                    logger.info("a newer run owns the document; this one stops")
+                    return replace(state, outcome=UNCHANGED, superseded=True).to_json()
                 if doc["indexed_hash"] == content_hash:
-                    queries.mark_document_unchanged(conn, doc_id, run_id, metadata)
-                    return {**event, "outcome": "UNCHANGED"}
-                queries.mark_document_processing(conn, doc_id, run_id, content_hash=content_hash,
-                                                  size_bytes=len(data), metadata=metadata)
-            extracted = extract(data, key.rsplit("/", 1)[-1],
+                    documents.mark_unchanged(conn, state.document_id, state.run_id, metadata)
+                    return replace(state, outcome=UNCHANGED).to_json()
+                documents.mark_processing(conn, state.document_id, state.run_id, content_hash=content_hash,
+                                          size_bytes=len(data), metadata=metadata)
+            extracted = extract(data, state.key.rsplit("/", 1)[-1],
                                 Limits(settings.max_pages, settings.max_uncompressed_bytes))
         except IngestionError as err:
-            return _failed(event, err)
+            return _failed(state, err)
         with connection() as conn:
-            queries.set_document_content_type(conn, doc_id, extracted.content_type)
-        extracted_key = objects.write_json(bucket, _work_key(event, "extracted.json"), extracted.to_dict())
-    return {**event, "outcome": "EXTRACTED", "extractedKey": extracted_key,
-            "pageCount": extracted.page_count, "contentHash": content_hash}
+            documents.set_content_type(conn, state.document_id, extracted.content_type)
+        extracted_key = objects.write_json(state.bucket, _work_key(state, "extracted.json"), extracted.to_dict())
+    return replace(state, outcome=EXTRACTED, extracted_key=extracted_key, page_count=extracted.page_count,
+                   content_hash=content_hash).to_json()
 
 
 def chunk_step(event: dict) -> dict:
-    with _step(event, "chunk"):
+    state = RunState.from_json(event)
+    with _step(state, "chunk"):
         with connection() as conn:
-            kb = queries.get_knowledge_base_for_pipeline(conn, event["kbId"])
-            doc = queries.get_document(conn, event["documentId"])
+            kb = knowledge_bases.get_for_pipeline(conn, state.kb_id)
+            doc = documents.get(conn, state.document_id)
         if kb is None or doc is None:
-            return _failed(event, IngestionError("KB_NOT_FOUND", "the knowledge base or document was deleted"))
-        extracted = Extracted.from_dict(objects.read_json(event["bucket"], event["extractedKey"]))
+            return _failed(state, IngestionError("KB_NOT_FOUND", "the knowledge base or document was deleted"))
+        extracted = Extracted.from_dict(objects.read_json(state.bucket, state.extracted_key))
         chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], doc["metadata"])
         if not chunks:
-            return _failed(event, IngestionError("NO_TEXT", "the document has no text to index"))
+            return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
         batches = [
-            objects.write_json(event["bucket"], _work_key(event, f"chunks-{i:05d}.json"),
-                               chunks[start:start + EMBED_BATCH])
+            objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
+                               [c.to_json() for c in chunks[start:start + EMBED_BATCH]])
             for i, start in enumerate(range(0, len(chunks), EMBED_BATCH))
         ]
-    return {**event, "outcome": "CHUNKED", "batches": batches, "chunkCount": len(chunks)}
+        logger.info("cut %d chunks into %d batches", len(chunks), len(batches))
+    return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
 
 
 def embed_step(event: dict) -> str:
     """One Map iteration: embed a batch of chunks; returns the key of the embedded batch."""
-    with _step(event, "embed"):
+    batch = BatchState.from_json(event)
+    with _step(batch, "embed"):
         with connection() as conn:
-            kb = _knowledge_base(conn, event["kbId"])
-        chunks = objects.read_json(event["bucket"], event["batchKey"])
+            kb = _knowledge_base(conn, batch.kb_id)
+        chunks = [Chunk.from_json(c) for c in objects.read_json(batch.bucket, batch.batch_key)]
         vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
-            [c["content"] for c in chunks])
-        for chunk, vector in zip(chunks, vectors):
-            chunk["embedding"] = vector
-        return objects.write_json(event["bucket"], event["batchKey"].replace("chunks-", "embedded-"), chunks)
+            [c.content for c in chunks])
+        embedded = [replace(c, embedding=v).to_json() for c, v in zip(chunks, vectors)]
+        return objects.write_json(batch.bucket, batch.batch_key.replace("chunks-", "embedded-"), embedded)
 
 
 def store_step(event: dict) -> dict:
-    with _step(event, "store"):
-        chunks = [c for key in event["embedded"] for c in objects.read_json(event["bucket"], key)]
+    state = RunState.from_json(event)
+    with _step(state, "store"):
+        chunks = [Chunk.from_json(c) for key in state.embedded for c in objects.read_json(state.bucket, key)]
         with connection() as conn:
-            kb = _knowledge_base(conn, event["kbId"])
-            stored = queries.replace_document_chunks(
-                conn, doc_id=event["documentId"], kb_id=event["kbId"], dim=kb["embedding_dim"],
-                chunks=chunks, page_count=event.get("pageCount"), run_id=event["runId"],
-                content_hash=event.get("contentHash"))
-    slim = {k: v for k, v in event.items() if k not in ("embedded", "batches")}
-    return {**slim, "outcome": "STORED" if stored else "SUPERSEDED"}
+            kb = _knowledge_base(conn, state.kb_id)
+            stored = chunk_rows.replace_document_chunks(
+                conn, doc_id=state.document_id, kb_id=state.kb_id, dim=kb["embedding_dim"],
+                chunks=chunks, page_count=state.page_count, run_id=state.run_id,
+                content_hash=state.content_hash)
+        if not stored:
+            logger.info("a newer run owns the document; its chunks were left alone")
+    return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
 
 
 def finalize_step(event: dict) -> dict:
-    _clean_work(event)
-    return {"documentId": event["documentId"], "outcome": event.get("outcome"),
-            "chunkCount": event.get("chunkCount")}
+    state = RunState.from_json(event)
+    _clean_work(state)
+    return {"documentId": state.document_id, "outcome": state.outcome, "chunkCount": state.chunk_count}
 
 
 def mark_failed_step(event: dict) -> dict:
-    if event.get("failure"):
-        code, message = event["failure"]["code"], event["failure"]["message"]
+    state = RunState.from_json(event)
+    if state.failure:
+        code, message = state.failure["code"], state.failure["message"]
     else:
-        code, message = failure_from_error(event.get("error") or {})
-    logger.warning("document %s failed: %s %s", event.get("documentId"), code, message)
-    with connection() as conn:
-        queries.mark_document_failed(conn, event["documentId"], event["runId"], code, message)
-    _clean_work(event)
-    return {"documentId": event["documentId"], "status": "FAILED", "errorCode": code}
+        code, message = failure_from_error(state.error or {})
+    logger.append_keys(document_id=state.document_id, run_id=state.run_id, step="mark_failed")
+    try:
+        logger.warning("document failed: %s %s", code, message)
+        with connection() as conn:
+            documents.mark_failed(conn, state.document_id, state.run_id, code, message)
+        _clean_work(state)
+    finally:
+        logger.remove_keys(["document_id", "run_id", "step"])
+    return {"documentId": state.document_id, "status": FAILED, "errorCode": code}
 
 
 def failure_from_error(error: dict) -> tuple[str, str]:
@@ -179,8 +208,8 @@ def failure_from_error(error: dict) -> tuple[str, str]:
     return "INTERNAL_ERROR", f"{name}: {message}"[:2000]
 
 
-def _clean_work(event: dict) -> None:
+def _clean_work(state: RunState) -> None:
     try:
-        objects.delete_prefix(event["bucket"], _work_key(event, ""))
+        objects.delete_prefix(state.bucket, _work_key(state, ""))
     except (BotoCoreError, ClientError):
         logger.warning("could not delete the pipeline's work objects", exc_info=True)

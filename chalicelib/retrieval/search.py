@@ -8,51 +8,30 @@ Scores (and so minScore) per strategy:
 """
 import math
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
-from chalicelib.retrieval import metrics
+from chalicelib.errors import NotFound
+from chalicelib.retrieval import metrics, policy
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
-from chalicelib.storage import connection, queries, snapshot
+from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult
+from chalicelib.storage import chunks, connection, knowledge_bases, snapshot
 
-STRATEGIES = ("semantic", "keyword", "hybrid")
-PRIORITIES = ("similarity", "recency", "balanced")
 RRF_K = 60
 RECENCY_HALF_LIFE_DAYS = 30.0
 
 
-class KnowledgeBaseNotFound(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    knowledge_base_ids: tuple[str, ...]
-    query: str
-    top_k: int = 5
-    min_score: float = 0.0
-    strategy: str = "hybrid"
-    filters: dict = field(default_factory=dict)
-    max_tokens: int = 4000
-    prioritize_by: str = "similarity"
-    debug: bool = False
-
-    @property
-    def knowledge_base_id(self) -> str:
-        return self.knowledge_base_ids[0]
-
-
-def search(principal: Principal, request: SearchRequest) -> dict:
+def search(principal: Principal, request: SearchRequest) -> SearchResult:
+    """Raises NotFound naming the first knowledge base the caller cannot see."""
     started = time.monotonic()
     with connection() as conn:
-        kbs = queries.visible_knowledge_bases(conn, principal, list(request.knowledge_base_ids))
+        kbs = knowledge_bases.visible_by_ids(conn, principal, list(request.knowledge_base_ids))
     missing = set(request.knowledge_base_ids) - {kb["id"] for kb in kbs}
     if missing:
-        raise KnowledgeBaseNotFound(sorted(missing)[0])
+        raise NotFound.thing("knowledge base", sorted(missing)[0])
     candidates, cached = [], True
     # Knowledge bases with the same model share one query embedding and one SQL query.
     groups: dict[tuple, list[dict]] = {}
@@ -67,20 +46,15 @@ def search(principal: Principal, request: SearchRequest) -> dict:
     ordered = _prioritise(candidates, request.prioritize_by)
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
-    results = [_result_view(i + 1, r, names, request.debug) for i, r in enumerate(kept)]
+    passages = tuple(_passage(i + 1, r) for i, r in enumerate(kept))
     took_ms = (time.monotonic() - started) * 1000
     metrics.record_search(request.strategy, took_ms)
-    return {
-        "query": request.query,
-        "knowledgeBaseId": request.knowledge_base_id,
-        "knowledgeBaseName": ", ".join(names[k] for k in request.knowledge_base_ids),
-        "resultCount": len(results),
-        "results": results,
-        "summary": _summary(results, names, used, omitted),
-        "metadata": {"totalTokensUsed": used, "omittedCount": omitted,
-                     "cached": cached if request.strategy != "keyword" else False,
-                     "strategy": request.strategy, "tookMs": int(took_ms)},
-    }
+    return SearchResult(
+        query=request.query, knowledge_base_ids=request.knowledge_base_ids,
+        knowledge_base_names=tuple(names[k] for k in request.knowledge_base_ids),
+        passages=passages, summary=_summary(passages, used, omitted), tokens_used=used, omitted=omitted,
+        cached=cached if request.strategy != "keyword" else False, strategy=request.strategy,
+        took_ms=int(took_ms), debug=request.debug)
 
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
@@ -90,13 +64,15 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     if request.strategy in ("semantic", "hybrid"):
         provider = get_provider(provider_name, model)
         vector, hit = cached_embedding(provider.name, model, request.query, provider.embed_query)
+    text_query = policy.text_query(request.query) if request.strategy in ("keyword", "hybrid") else None
     with snapshot() as conn:  # both lists from the same data, even while a document is replaced
         if vector is not None:
-            semantic = queries.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
-                                               top_k=pool, filters=request.filters)
-        if request.strategy in ("keyword", "hybrid"):
-            keyword = queries.keyword_search(conn, principal, kb_ids=kb_ids, query=request.query,
-                                             top_k=pool, filters=request.filters)
+            semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
+                                              top_k=pool, ef_search=policy.ef_search_for(pool),
+                                              filters=request.filters)
+        if text_query is not None:
+            keyword = chunks.keyword_search(conn, principal, kb_ids=kb_ids, query=text_query,
+                                            top_k=pool, filters=request.filters)
     if request.strategy == "semantic":
         return [_scored(r, vector=r["score"]) for r in semantic], hit
     if request.strategy == "keyword":
@@ -143,25 +119,21 @@ def _prioritise(results: list[dict], prioritize_by: str) -> list[dict]:
     return results
 
 
-def _result_view(rank: int, row: dict, names: dict, debug: bool) -> dict:
-    view = {
-        "rank": rank, "content": row["content"], "source": row["title"] or row["filename"],
-        "documentId": row["document_id"], "knowledgeBaseId": row["kb_id"], "chunkIndex": row["chunk_index"],
-        "page": row["page"], "headers": row["headers"], "similarity": round(row["score"], 6),
-        "metadata": row["metadata"], "tokens": row["tokens"], "truncated": row["truncated"],
-    }
-    if debug:
-        view["scores"] = {k: (round(row[k], 6) if row[k] is not None else None)
-                          for k in ("vectorScore", "keywordScore", "fusedScore")}
-    return view
+def _passage(rank: int, row: dict) -> Passage:
+    return Passage(
+        rank=rank, content=row["content"], source=row["title"] or row["filename"],
+        document_id=row["document_id"], knowledge_base_id=row["kb_id"], chunk_index=row["chunk_index"],
+        page=row["page"], headers=row["headers"], similarity=round(row["score"], 6),
+        metadata=row["metadata"], tokens=row["tokens"], truncated=row["truncated"],
+        scores=Scores(*(round(row[k], 6) if row[k] is not None else None
+                        for k in ("vectorScore", "keywordScore", "fusedScore"))))
 
 
-def _summary(results: list[dict], names: dict, used: int, omitted: int) -> str:
-    if not results:
+def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:
+    if not passages:
         return "No passages matched the query."
-    sources = sorted({r["source"] for r in results})
-    text = (f"{len(results)} passage{'s' if len(results) != 1 else ''} from {len(sources)} "
+    sources = sorted({p.source for p in passages})
+    text = (f"{len(passages)} passage{'s' if len(passages) != 1 else ''} from {len(sources)} "
             f"source{'s' if len(sources) != 1 else ''} ({', '.join(sources[:5])}"
             f"{', …' if len(sources) > 5 else ''}), {used} tokens")
     return text + (f"; {omitted} more left out to fit the token budget." if omitted else ".")
-

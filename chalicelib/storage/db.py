@@ -7,7 +7,9 @@ from typing import Iterator, Optional
 
 import psycopg
 import psycopg.conninfo
+from pgvector.psycopg.vector import register_vector_info
 from psycopg.rows import dict_row
+from psycopg.types import TypeInfo
 
 from chalicelib.config import load_settings
 
@@ -38,14 +40,21 @@ def _secret(arn: str) -> dict:
     return json.loads(client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"])
 
 
-def _open(url: str) -> psycopg.Connection:
-    return psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=10)
+def open_connection(url: str) -> psycopg.Connection:
+    conn = psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=10)
+    # pgvector-python's binary vector format; only the vector type (register_vector
+    # looks up four types, one round trip each). A database without the extension
+    # yet (before its first migration) gets none.
+    info = TypeInfo.fetch(conn, "vector")
+    if info is not None:
+        register_vector_info(conn, info)
+    return conn
 
 
 def _current(url: Optional[str] = None) -> psycopg.Connection:
     global _conn
     if _conn is None or _conn.closed or _conn.broken:
-        _conn = _open(url or database_conninfo())
+        _conn = open_connection(url or database_conninfo())
     return _conn
 
 

@@ -7,9 +7,10 @@ import threading
 import time
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import ClientError
 
 from chalicelib.embeddings import provider as registry
+from chalicelib.errors import Invalid, Transient
 from chalicelib.embeddings.bedrock_provider import MAX_CHARS, MAX_CONCURRENCY, TITAN_V2, BedrockEmbeddings
 from tests.integration.bedrock_server import TitanEmbeddingServer
 from tests.integration.openai_server import fake_embedding
@@ -105,7 +106,7 @@ def test_throttles_timeouts_and_5xx_are_retried_with_backoff(server):
 def test_it_gives_up_after_max_attempts_and_does_not_retry_client_errors(server):
     embedder = BedrockEmbeddings(sleep=lambda _: None, max_attempts=3)
     server.failures = ["ThrottlingException"] * 4
-    with pytest.raises(ClientError, match="ThrottlingException"):
+    with pytest.raises(Transient, match="ThrottlingException"):
         embedder.embed_query("x")
     assert len(server.requests) == 3
     for code in ("ValidationException", "AccessDeniedException"):
@@ -122,13 +123,13 @@ def test_an_unreachable_endpoint_is_retried_then_raised(monkeypatch, aws_env):
         port = sock.getsockname()[1]
     monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", f"http://127.0.0.1:{port}")
     delays = []
-    with pytest.raises(EndpointConnectionError):
+    with pytest.raises(Transient, match="EndpointConnectionError"):
         BedrockEmbeddings(sleep=delays.append, max_attempts=3).embed_query("x")
     assert len(delays) == 2
 
 
 def test_texts_over_titans_limit_are_refused_before_any_call(server):
-    with pytest.raises(ValueError, match=f"text 1 has {MAX_CHARS + 1} characters"):
+    with pytest.raises(Invalid, match=f"text 1 has {MAX_CHARS + 1} characters"):
         BedrockEmbeddings().embed_documents(["fine", "x" * (MAX_CHARS + 1)])
     assert server.requests == []
 
@@ -137,22 +138,22 @@ def test_without_a_region_it_is_refused_up_front(monkeypatch, aws_env, tmp_path)
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    with pytest.raises(ValueError, match="embedding.provider: bedrock is not configured"):
+    with pytest.raises(Invalid, match="embedding.provider: bedrock is not configured"):
         registry.get_provider("bedrock")
 
 
 def test_a_bedrock_knowledge_base_ingests_and_searches(server, tenant):
     from chalicelib.knowledge_bases import create_knowledge_base
-    from chalicelib.retrieval import SearchRequest, search
+    from chalicelib.retrieval import SearchRequest
     from chalicelib.storage import connection
-    from tests.integration.test_search import _ingest
+    from tests.integration.test_search import _ingest, search
 
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Titan", description="", provider="bedrock")
-    assert kb["embedding"] == {"provider": "bedrock", "model": TITAN_V2, "dimension": 1024}
+    assert (kb["embedding_provider"], kb["embedding_model"], kb["embedding_dim"]) == ("bedrock", TITAN_V2, 1024)
     small = create_knowledge_base(principal, name="Titan 256", description="", provider="bedrock",
                                   model=f"{TITAN_V2}/256")
-    assert small["embedding"]["dimension"] == 256
+    assert small["embedding_dim"] == 256
     for target in (kb, small):
         _ingest(target["id"], "b.txt", "Glaciers carve valleys out of solid rock.")
         _ingest(target["id"], "c.txt", "Bakers knead dough before proofing it.")

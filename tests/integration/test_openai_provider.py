@@ -4,6 +4,7 @@ import openai
 import pytest
 
 from chalicelib.embeddings import provider as registry
+from chalicelib.errors import Invalid, Transient
 from chalicelib.embeddings.openai_provider import MAX_INPUTS_PER_REQUEST, OpenAIEmbeddings
 from tests.integration.openai_server import OpenAIEmbeddingServer
 
@@ -41,7 +42,7 @@ def test_429_and_5xx_are_retried_with_backoff(server):
 def test_it_gives_up_after_max_attempts_and_does_not_retry_client_errors(server):
     embedder = OpenAIEmbeddings(sleep=lambda _: None, max_attempts=3)
     server.failures = [429, 429, 429, 429]
-    with pytest.raises(openai.RateLimitError):
+    with pytest.raises(Transient, match="RateLimitError"):
         embedder.embed_query("x")
     assert len(server.requests) == 3
     server.requests.clear()
@@ -53,15 +54,16 @@ def test_it_gives_up_after_max_attempts_and_does_not_retry_client_errors(server)
 
 def test_knowledge_bases_of_different_dimensions_live_side_by_side(server, tenant):
     from chalicelib.knowledge_bases import create_knowledge_base
-    from chalicelib.retrieval import SearchRequest, search
-    from tests.integration.test_search import _ingest
+    from chalicelib.retrieval import SearchRequest
+    from tests.integration.test_search import _ingest, search
 
     principal, _ = tenant
     local_kb = create_knowledge_base(principal, name="Local", description="")
     openai_kb = create_knowledge_base(principal, name="OpenAI", description="",
                                       provider="openai", model="text-embedding-3-small")
-    assert local_kb["embedding"]["dimension"] == 384
-    assert openai_kb["embedding"] == {"provider": "openai", "model": "text-embedding-3-small", "dimension": 1536}
+    assert local_kb["embedding_dim"] == 384
+    assert (openai_kb["embedding_provider"], openai_kb["embedding_model"], openai_kb["embedding_dim"]) == (
+        "openai", "text-embedding-3-small", 1536)
     _ingest(local_kb["id"], "a.txt", "Volcanoes erupt molten rock called lava.")
     _ingest(openai_kb["id"], "b.txt", "Glaciers carve valleys out of solid rock.")
     _ingest(openai_kb["id"], "c.txt", "Bakers knead dough before proofing it.")
@@ -74,14 +76,14 @@ def test_unknown_models_and_unindexable_dimensions_are_refused(server, tenant):
     from chalicelib.knowledge_bases import create_knowledge_base
 
     principal, _ = tenant
-    with pytest.raises(ValueError, match="embedding.model"):
+    with pytest.raises(Invalid, match="embedding.model"):
         create_knowledge_base(principal, name="x", description="", provider="openai", model="nope")
-    with pytest.raises(ValueError, match="embedding.model: dimension 3072"):
+    with pytest.raises(Invalid, match="embedding.model: dimension 3072"):
         create_knowledge_base(principal, name="x", description="", provider="openai",
                               model="text-embedding-3-large")
-    with pytest.raises(ValueError, match="embedding.provider"):
+    with pytest.raises(Invalid, match="embedding.provider"):
         create_knowledge_base(principal, name="x", description="", provider="cohere")
-    with pytest.raises(ValueError, match="chunking.chunkOverlap"):
+    with pytest.raises(Invalid, match="chunking.chunkOverlap"):
         create_knowledge_base(principal, name="x", description="", chunk_tokens=100, chunk_overlap=80)
 
 
@@ -91,5 +93,5 @@ def test_openai_without_a_key_is_refused_up_front(monkeypatch, tenant):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setattr(registry, "_providers", {})
     principal, _ = tenant
-    with pytest.raises(ValueError, match="embedding.provider: openai is not configured"):
+    with pytest.raises(Invalid, match="embedding.provider: openai is not configured"):
         create_knowledge_base(principal, name="x", description="", provider="openai")

@@ -4,13 +4,19 @@ import secrets
 
 import pytest
 
+from chalicelib.api.views import search_view
 from chalicelib.embeddings import get_provider
+from chalicelib.errors import NotFound
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import extract
+from chalicelib.ingestion.model import Chunk
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.retrieval import SearchRequest, search
-from chalicelib.retrieval import KnowledgeBaseNotFound
-from chalicelib.storage import connection, queries
+from chalicelib.retrieval import SearchRequest
+from chalicelib.retrieval import search as run_search
+from chalicelib.storage import chunks as chunk_rows
+from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage.chunks import as_vector
+from chalicelib.storage.db import open_connection
 
 PASSAGES = {
     "cooking.txt": "To bake sourdough bread, feed the starter the night before and bake at 230 degrees.",
@@ -19,26 +25,31 @@ PASSAGES = {
 }
 
 
-def _embedded_chunks(kb: dict, filename: str, text: str, chunk_tokens: int = 500) -> list[dict]:
+def search(principal, request: SearchRequest) -> dict:
+    """The search as the API answers it (its public JSON)."""
+    return search_view(run_search(principal, request))
+
+
+def _embedded_chunks(kb: dict, filename: str, text: str, chunk_tokens: int = 500) -> list[Chunk]:
     """The pipeline's work in-process: extract, chunk, embed with the knowledge base's own model."""
     chunks = chunk_document(extract(text.encode(), filename), chunk_tokens, 0, {})
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
-        [c["content"] for c in chunks])
+        [c.content for c in chunks])
     for chunk, vector in zip(chunks, vectors):
-        chunk["embedding"] = vector
+        chunk.embedding = vector
     return chunks
 
 
 def _ingest(kb_id: str, filename: str, text: str, chunk_tokens: int = 500) -> str:
     """Extract, chunk and embed as the pipeline does, then store."""
     with connection() as conn:
-        kb = queries.get_knowledge_base_for_pipeline(conn, kb_id)
+        kb = knowledge_bases.get_for_pipeline(conn, kb_id)
     chunks = _embedded_chunks(kb, filename, text, chunk_tokens)
     with connection() as conn:
-        doc = queries.upsert_pending_document(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
-                                              filename=filename, size_bytes=len(text))
-        queries.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=kb["embedding_dim"],
-                                        chunks=chunks, page_count=None)
+        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
+                                       filename=filename, size_bytes=len(text))
+        chunk_rows.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=kb["embedding_dim"],
+                                           chunks=chunks, page_count=None)
     return doc["id"]
 
 
@@ -68,13 +79,13 @@ def test_another_organisation_sees_nothing(filled_kb):
 
     _, kb = filled_kb
     stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "mallory")
-    with pytest.raises(KnowledgeBaseNotFound):
+    with pytest.raises(NotFound):
         search(stranger, SearchRequest((kb["id"],), "bread", 3))
     with connection() as conn:
-        assert queries.get_visible_knowledge_base(conn, stranger, kb["id"]) is None
+        assert knowledge_bases.get_visible(conn, stranger, kb["id"]) is None
         # Even the raw search query, given the id, returns nothing for the stranger.
-        assert queries.semantic_search(conn, stranger, kb_ids=[kb["id"]], dim=384,
-                                       query_vector=[0.05] * 384, top_k=3) == []
+        assert chunk_rows.semantic_search(conn, stranger, kb_ids=[kb["id"]], dim=384,
+                                          query_vector=[0.05] * 384, top_k=3, ef_search=200) == []
 
 
 def test_a_colleague_sees_an_org_knowledge_base_but_not_a_private_one(tenant):
@@ -89,7 +100,7 @@ def test_a_colleague_sees_an_org_knowledge_base_but_not_a_private_one(tenant):
     private = create_knowledge_base(owner, name="Mine", description="")
     _ingest(shared["id"], "a.txt", PASSAGES["space.txt"])
     assert search(colleague, SearchRequest((shared["id"],), "telescope", 1))["resultCount"] == 1
-    with pytest.raises(KnowledgeBaseNotFound):
+    with pytest.raises(NotFound):
         search(colleague, SearchRequest((private["id"],), "telescope", 1))
 
 
@@ -113,8 +124,8 @@ def test_filtered_search_fills_top_k_when_the_kb_is_a_tiny_fraction(tenant):
         conn.execute("SET LOCAL enable_seqscan = off")
         plan = conn.execute(
             "EXPLAIN SELECT id FROM chunks WHERE embedding_dim = 384 AND kb_id = %s"
-            " ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 5",
-            (small["id"], queries.vector_literal([0.1] * 384))).fetchall()
+            " ORDER BY embedding::vector(384) <=> %b::vector(384) LIMIT 5",
+            (small["id"], as_vector([0.1] * 384))).fetchall()
         assert "chunks_embedding_384_hnsw" in str(plan)
         answer = search(principal, SearchRequest((small["id"],), "warehouse in city 5", 5, strategy="semantic"))
     assert answer["resultCount"] == 3
@@ -166,7 +177,7 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
     _ingest(kb["id"], "v.txt", "The new version mentions giraffes. It has two sentences.")
     with connection() as conn:
         rows = conn.execute("SELECT content FROM chunks WHERE kb_id = %s", (kb["id"],)).fetchall()
-        doc = queries.list_documents(conn, kb["id"], None)
+        doc = documents.list_in(conn, kb["id"], None)
     assert [r["content"] for r in rows] == ["The new version mentions giraffes. It has two sentences."]
     assert len(doc) == 1 and doc[0]["status"] == "PROCESSED" and doc[0]["chunk_count"] == 1
 
@@ -174,26 +185,23 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
 def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, monkeypatch):
     """The new version's chunks are committed between the semantic and the keyword
     query of one hybrid search: the answer still holds one version only."""
-    import psycopg
-    from psycopg.rows import dict_row
-
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Swap", description="")
     doc_id = _ingest(kb["id"], "farm.txt", "Version alpha: the llama farm grows alfalfa.")
     with connection() as conn:
-        stored_kb = queries.get_knowledge_base_for_pipeline(conn, kb["id"])
+        stored_kb = knowledge_bases.get_for_pipeline(conn, kb["id"])
     new_chunks = _embedded_chunks(stored_kb, "farm.txt", "Version beta: the llama farm grows barley.")
-    real_keyword_search = queries.keyword_search
+    real_keyword_search = chunk_rows.keyword_search
 
     def swap_then_keyword_search(conn, *args, **kwargs):
-        with psycopg.connect(os.environ["DATABASE_URL"], row_factory=dict_row, autocommit=True) as other:
-            assert queries.replace_document_chunks(other, doc_id=doc_id, kb_id=kb["id"], dim=384,
-                                                   chunks=new_chunks, page_count=None) is not False
+        with open_connection(os.environ["DATABASE_URL"]) as other:
+            assert chunk_rows.replace_document_chunks(other, doc_id=doc_id, kb_id=kb["id"], dim=384,
+                                                      chunks=new_chunks, page_count=None) is not False
         return real_keyword_search(conn, *args, **kwargs)
 
-    monkeypatch.setattr(queries, "keyword_search", swap_then_keyword_search)
+    monkeypatch.setattr(chunk_rows, "keyword_search", swap_then_keyword_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version alpha: the llama farm grows alfalfa."]
-    monkeypatch.setattr(queries, "keyword_search", real_keyword_search)
+    monkeypatch.setattr(chunk_rows, "keyword_search", real_keyword_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version beta: the llama farm grows barley."]

@@ -3,11 +3,21 @@ import secrets
 
 import pytest
 
-from chalicelib.entries import create_entry, search_entries
+from chalicelib.api.views import entry_hit_view, entry_view
+from chalicelib.documents import entries
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.retrieval import SearchRequest, search
+from chalicelib.retrieval import SearchRequest
+from chalicelib.retrieval.request import parse_filters
 from chalicelib.storage import connection
-from tests.integration.test_search import _ingest
+from tests.integration.test_search import _ingest, search
+
+
+def create_entry(principal, kb_id, **kwargs) -> dict:
+    return entry_view(entries.create_entry(principal, kb_id, **kwargs))
+
+
+def search_entries(principal, query: str, max_results: int) -> list[dict]:
+    return [entry_hit_view(p) for p in entries.search_entries(principal, query, max_results)]
 
 
 @pytest.fixture
@@ -34,6 +44,8 @@ def _sources(answer):
 
 
 def _req(kb, query, **kw):
+    if "filters" in kw:
+        kw["filters"] = parse_filters(kw["filters"])
     return SearchRequest(knowledge_base_ids=(kb["id"],), query=query, **kw)
 
 

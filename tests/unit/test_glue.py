@@ -3,7 +3,7 @@ import json
 
 from chalicelib.auth import bearer_token
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.objects import event_key, parse_document_key
+from chalicelib.ingestion.objects import decoded_key, parse_document_key
 from chalicelib.ingestion.steps import failure_from_error
 
 
@@ -15,8 +15,7 @@ def test_document_keys_name_their_knowledge_base():
 
 
 def test_event_keys_are_url_decoded():
-    record = {"s3": {"object": {"key": "kb/kb_1/my+file%C3%A9.txt"}}}
-    assert event_key(record) == "kb/kb_1/my fileé.txt"
+    assert decoded_key("kb/kb_1/my+file%C3%A9.txt") == "kb/kb_1/my fileé.txt"
 
 
 def test_ingestion_errors_keep_their_code_through_step_functions():

@@ -1,8 +1,10 @@
 import pytest
 
+from chalicelib import limits
 from chalicelib.agents import tools
 from chalicelib.agents.invoke import check_arguments
-from chalicelib.agents.tools import ToolError
+from chalicelib.api.http import status_of
+from chalicelib.errors import Conflict, Invalid
 
 
 def test_quick_add_names_are_snake_case_valid_and_unique():
@@ -19,15 +21,15 @@ def test_quick_add_names_are_snake_case_valid_and_unique():
 
 @pytest.mark.parametrize("name", ["", "has space", "dot.name", "x" * 65, "émoji"])
 def test_invalid_tool_names_are_refused(name):
-    with pytest.raises(ToolError) as err:
+    with pytest.raises(Invalid) as err:
         tools.check_name(name, set())
-    assert err.value.status == 400
+    assert status_of(err.value) == 400 and err.value.message.startswith("toolName:")
 
 
 def test_a_taken_name_is_a_conflict():
-    with pytest.raises(ToolError) as err:
+    with pytest.raises(Conflict) as err:
         tools.check_name("search_docs", {"search_docs"})
-    assert (err.value.status, err.value.code) == (409, "TOOL_NAME_TAKEN")
+    assert (status_of(err.value), err.value.code) == (409, "TOOL_NAME_TAKEN")
 
 
 def test_the_tool_has_exactly_the_documented_shape():
@@ -59,10 +61,26 @@ def test_definitions_for_each_llm_api():
 def test_arguments_are_checked_and_defaults_filled():
     tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="d",
                                      top_k=4, min_score=0.6)
-    assert check_arguments({"query": " pumps "}, tool) == ("pumps", 4, 0.6)
-    assert check_arguments({"query": "x", "topK": 2.0, "minScore": 0}, tool) == ("x", 2, 0.0)
+    request = check_arguments({"query": " pumps "}, tool, "kb_1")
+    assert (request.query, request.top_k, request.min_score, request.knowledge_base_ids) == ("pumps", 4, 0.6, ("kb_1",))
+    request = check_arguments({"query": "x", "topK": 2.0, "minScore": 0}, tool, "kb_1")
+    assert (request.query, request.top_k, request.min_score) == ("x", 2, 0.0)
     for bad in ({}, {"query": ""}, {"query": "x", "topK": 0}, {"query": "x", "topK": 2.5},
-                {"query": "x", "minScore": 1.5}, {"query": "x", "colour": "red"}, ["query"]):
-        with pytest.raises(ToolError) as err:
-            check_arguments(bad, tool)
-        assert err.value.code == "INVALID_ARGUMENTS"
+                {"query": "x", "minScore": 1.5}, {"query": "x", "colour": "red"}, ["query"],
+                {"query": "x" * (limits.QUERY_MAX_CHARS + 1)}, {"query": "x", "topK": limits.TOP_K.high + 1}):
+        with pytest.raises(Invalid) as err:
+            check_arguments(bad, tool, "kb_1")
+        assert err.value.code == "INVALID_ARGUMENTS" and status_of(err.value) == 400
+
+
+def test_the_tool_schema_states_the_limits_that_invocation_enforces():
+    tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="d",
+                                     top_k=4, min_score=0.6)
+    top_k = tool["schema"]["properties"]["topK"]
+    for value, accepted in ((top_k["minimum"], True), (top_k["maximum"], True),
+                            (top_k["minimum"] - 1, False), (top_k["maximum"] + 1, False)):
+        try:
+            check_arguments({"query": "x", "topK": value}, tool, "kb_1")
+            assert accepted, value
+        except Invalid:
+            assert not accepted, value

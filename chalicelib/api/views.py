@@ -1,0 +1,129 @@
+"""The public JSON of everything the API answers, built from storage rows and the
+domain's dataclasses. Field names here are the API's contract (camelCase)."""
+from typing import Optional
+
+from chalicelib.agents import ToolRun
+from chalicelib.documents.entries import Entry, entry_url
+from chalicelib.documents.service import DOCUMENT_STATUSES
+from chalicelib.documents.uploads import Upload
+from chalicelib.retrieval import Passage, SearchResult
+
+
+def _iso(value) -> Optional[str]:
+    return value.isoformat() if value is not None else None
+
+
+def kb_view(row: dict) -> dict:
+    stats = row.get("stats") or {}
+    return {
+        "id": row["id"], "name": row["name"], "description": row["description"],
+        "visibility": row["visibility"], "ownerId": row["owner_id"], "organizationId": row["org_id"],
+        "embedding": {"provider": row["embedding_provider"], "model": row["embedding_model"],
+                      "dimension": row["embedding_dim"]},
+        "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"]},
+        "stats": {
+            "documentCount": stats.get("documentCount", 0), "chunkCount": stats.get("chunkCount", 0),
+            "totalTokens": stats.get("totalTokens", 0),
+            "documentsByStatus": stats.get("byStatus", {s: 0 for s in DOCUMENT_STATUSES}),
+            "lastIngestedAt": stats.get("lastIngestedAt"),
+        },
+        "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),
+    }
+
+
+def available_kb_view(row: dict, linked: set[str]) -> dict:
+    return {**kb_view(row), "linked": row["id"] in linked}
+
+
+def document_view(row: dict) -> dict:
+    return {
+        "id": row["id"], "knowledgeBaseId": row["kb_id"], "filename": row["filename"],
+        "s3Key": row["s3_key"], "contentType": row["content_type"], "size": row["size_bytes"],
+        "contentHash": row["content_hash"], "status": row["status"],
+        "error": ({"code": row["error_code"], "message": row["error_message"]}
+                  if row["error_code"] else None),
+        "pages": row["page_count"], "chunks": row["chunk_count"], "tokens": row["token_count"],
+        "metadata": row["metadata"], "stepDurationsMs": row["step_durations"],
+        "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),
+        "processedAt": _iso(row["processed_at"]),
+    }
+
+
+def upload_view(upload: Upload) -> dict:
+    answer = {"document": document_view(upload.document)}
+    if upload.put is not None:
+        answer["upload"] = {"method": "PUT", "headers": {"Content-Type": upload.put.content_type},
+                            "expiresIn": upload.put.expires_in, "url": upload.put.url}
+    return answer
+
+
+def entry_view(entry: Entry) -> dict:
+    return {"id": entry.id, "knowledgeBaseId": entry.knowledge_base_id, "title": entry.title,
+            "url": entry_url(entry.id), "chunks": entry.chunks, "tokens": entry.tokens,
+            "metadata": entry.metadata}
+
+
+def entry_hit_view(passage: Passage) -> dict:
+    return {"title": passage.source, "url": entry_url(passage.document_id), "content": passage.content,
+            "score": round(min(1.0, max(0.0, passage.similarity)), 6)}
+
+
+def passage_view(passage: Passage, debug: bool = False) -> dict:
+    view = {
+        "rank": passage.rank, "content": passage.content, "source": passage.source,
+        "documentId": passage.document_id, "knowledgeBaseId": passage.knowledge_base_id,
+        "chunkIndex": passage.chunk_index, "page": passage.page, "headers": passage.headers,
+        "similarity": passage.similarity, "metadata": passage.metadata, "tokens": passage.tokens,
+        "truncated": passage.truncated,
+    }
+    if debug:
+        view["scores"] = {"vectorScore": passage.scores.vector, "keywordScore": passage.scores.keyword,
+                          "fusedScore": passage.scores.fused}
+    return view
+
+
+def search_view(result: SearchResult) -> dict:
+    return {
+        "query": result.query,
+        "knowledgeBaseId": result.knowledge_base_ids[0],
+        "knowledgeBaseName": result.knowledge_base_name,
+        "resultCount": len(result.passages),
+        "results": [passage_view(p, result.debug) for p in result.passages],
+        "summary": result.summary,
+        "metadata": {"totalTokensUsed": result.tokens_used, "omittedCount": result.omitted,
+                     "cached": result.cached, "strategy": result.strategy, "tookMs": result.took_ms},
+    }
+
+
+def bare_view(result: SearchResult) -> list[dict]:
+    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}]."""
+    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page}} for p in result.passages]
+
+
+KB_MISSING = {"success": False, "error": True, "message": "Knowledge base not found. It may have been deleted."}
+
+
+def tool_result_view(run: ToolRun) -> dict:
+    """What a knowledge-base tool answers the model."""
+    if run.result is None:
+        return dict(KB_MISSING)
+    result = run.result
+    return {
+        "success": True, "query": run.query, "knowledgeBaseName": result.knowledge_base_name,
+        "resultCount": len(result.passages),
+        "results": [{"rank": p.rank, "content": p.content, "source": p.source, "chunkIndex": p.chunk_index,
+                     "similarity": p.similarity, "metadata": p.metadata} for p in result.passages],
+        "summary": result.summary,
+        "metadata": {"totalTokensUsed": result.tokens_used, "cached": result.cached},
+    }
+
+
+def agent_view(row: dict) -> dict:
+    return {"id": row["id"], "name": row["name"], "description": row["description"],
+            "ownerId": row["owner_id"], "availableTools": row["available_tools"],
+            "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"])}
+
+
+def audit_view(row: dict) -> dict:
+    return {"id": row["id"], "userId": row["user_id"], "action": row["action"], "toolId": row["tool_id"],
+            "before": row["before"], "after": row["after"], "at": _iso(row["created_at"])}

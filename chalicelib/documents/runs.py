@@ -1,0 +1,42 @@
+"""Ingestion runs: each start owns the document under a fresh run id (a newer run
+supersedes an older one), and the execution is recorded for the reconcile sweep."""
+import json
+import logging
+import secrets
+from typing import Optional
+
+from chalicelib.aws import client
+from chalicelib.config import load_settings
+from chalicelib.ingestion.model import RunState
+from chalicelib.storage import connection, documents, knowledge_bases
+
+logger = logging.getLogger(__name__)
+
+
+def start_ingestion(bucket: str, key: str, kb_id: str, size: Optional[int]) -> Optional[str]:
+    """The document's id, or None when the key names a knowledge base that is gone."""
+    run_id = secrets.token_hex(8)
+    with connection() as conn:
+        if knowledge_bases.get_for_pipeline(conn, kb_id) is None:
+            logger.warning("object %s names unknown knowledge base %s; ignored", key, kb_id)
+            return None
+        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=key.rsplit("/", 1)[-1],
+                                       size_bytes=size, run_id=run_id)
+    state = RunState(document_id=doc["id"], kb_id=kb_id, bucket=bucket, key=key, run_id=run_id)
+    execution = client("stepfunctions").start_execution(
+        stateMachineArn=load_settings().state_machine_arn, name=f"{doc['id']}-{run_id}",
+        input=json.dumps(state.to_json()))
+    with connection() as conn:
+        documents.set_execution(conn, doc["id"], execution["executionArn"])
+    return doc["id"]
+
+
+def restart_for_sidecar(bucket: str, kb_id: str, document_key: str) -> Optional[str]:
+    """A new `<key>.metadata.json` re-runs its document, which picks the metadata up
+    without embedding again. Only a document whose bytes were seen is re-run;
+    otherwise its own upload will be."""
+    with connection() as conn:
+        doc = documents.find_by_key(conn, kb_id, document_key)
+    if doc is None or doc["content_hash"] is None:
+        return None
+    return start_ingestion(bucket, document_key, kb_id, doc["size_bytes"])

@@ -1,0 +1,55 @@
+"""Reading, listing, deleting and re-indexing a knowledge base's documents, scoped to
+the caller through its knowledge base. Returns storage rows."""
+from typing import Optional
+
+from chalicelib.auth import Principal
+from chalicelib.aws import client
+from chalicelib.config import load_settings
+from chalicelib.documents.runs import start_ingestion
+from chalicelib.errors import Invalid, NotFound
+from chalicelib.ingestion.objects import SIDECAR_SUFFIX
+from chalicelib.storage import connection, documents, knowledge_bases
+
+DOCUMENT_STATUSES = ("PENDING", "PROCESSING", "PROCESSED", "FAILED")
+
+
+def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, writable: bool) -> dict:
+    find = knowledge_bases.get_writable if writable else knowledge_bases.get_visible
+    doc = documents.get_in(conn, kb_id, doc_id) if find(conn, principal, kb_id) is not None else None
+    if doc is None:
+        raise NotFound.thing("document", doc_id)
+    return doc
+
+
+def list_documents(principal: Principal, kb_id: str, status: Optional[str]) -> list[dict]:
+    with connection() as conn:
+        if knowledge_bases.get_visible(conn, principal, kb_id) is None:
+            raise NotFound.thing("knowledge base", kb_id)
+        return documents.list_in(conn, kb_id, status)
+
+
+def get_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
+    with connection() as conn:
+        return _document(conn, principal, kb_id, doc_id, writable=False)
+
+
+def delete_document(principal: Principal, kb_id: str, doc_id: str) -> None:
+    """The row and its chunks, then the file and its metadata sidecar in S3."""
+    with connection() as conn:
+        doc = _document(conn, principal, kb_id, doc_id, writable=True)
+        documents.delete(conn, doc_id)
+    if doc["kind"] == "file":
+        client("s3").delete_objects(Bucket=load_settings().bucket, Delete={"Quiet": True, "Objects": [
+            {"Key": doc["s3_key"]}, {"Key": doc["s3_key"] + SIDECAR_SUFFIX}]})
+
+
+def reindex_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
+    """Run the pipeline again and embed anew, even if the bytes did not change."""
+    with connection() as conn:
+        doc = _document(conn, principal, kb_id, doc_id, writable=True)
+        if doc["kind"] != "file":
+            raise Invalid("entries are indexed when they are written; write it again", code="NOT_A_FILE")
+        documents.forget_indexed_version(conn, doc_id)
+    start_ingestion(load_settings().bucket, doc["s3_key"], kb_id, doc["size_bytes"])
+    with connection() as conn:
+        return documents.get(conn, doc_id)

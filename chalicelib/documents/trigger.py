@@ -1,0 +1,34 @@
+"""The S3-notification Lambda: ObjectCreated starts the pipeline, ObjectRemoved deletes.
+
+A sidecar `<key>.metadata.json` is not a document: it re-runs its document's
+ingestion, which picks the new metadata up without embedding anything again."""
+from aws_lambda_powertools.utilities.data_classes import S3Event
+
+from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
+from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, parse_document_key
+from chalicelib.storage import connection, documents
+
+
+def handle_s3_event(event: dict) -> dict:
+    started, deleted, skipped = [], 0, 0
+    for record in S3Event(event).records if event.get("Records") else ():
+        key = decoded_key(record.s3.get_object.key)
+        parsed = parse_document_key(key)
+        if parsed is None:
+            skipped += 1
+            continue
+        kb_id, _ = parsed
+        bucket = record.s3.bucket.name
+        if key.endswith(SIDECAR_SUFFIX):
+            doc_id = restart_for_sidecar(bucket, kb_id, key[: -len(SIDECAR_SUFFIX)])
+        elif record.event_name.startswith("ObjectRemoved"):
+            with connection() as conn:
+                deleted += documents.delete_by_key(conn, kb_id, key)
+            continue
+        else:
+            doc_id = start_ingestion(bucket, key, kb_id, record.s3.get_object.get("size"))
+        if doc_id:
+            started.append(doc_id)
+        else:
+            skipped += 1
+    return {"started": started, "deleted": deleted, "skipped": skipped}

@@ -1,0 +1,52 @@
+"""Every limit and default a caller can meet, in one place: the request parsers, the
+tool schema and the error messages all read them from here. Deployment settings
+(file sizes, page counts) are environment variables in chalicelib.config."""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    default: float
+
+    def describe(self) -> str:
+        return f"between {self.low:g} and {self.high:g}"
+
+
+# Search
+QUERY_MAX_CHARS = 2000
+TOP_K = Range(1, 20, 5)
+MIN_SCORE = Range(0.0, 1.0, 0.0)
+MAX_TOKENS = Range(50, 100_000, 4000)
+KNOWLEDGE_BASES_PER_SEARCH = 20
+FILTER_LIST_MAX = 100
+FILTER_FILENAME_MAX_CHARS = 500
+DEFAULT_STRATEGY = "hybrid"
+DEFAULT_PRIORITY = "similarity"
+
+# Knowledge-base tools of agents
+TOOL_TOP_K = Range(TOP_K.low, TOP_K.high, 5)
+TOOL_MIN_SCORE = Range(MIN_SCORE.low, MIN_SCORE.high, 0.7)
+TOOL_NAME_MAX_CHARS = 64  # what OpenAI, Anthropic and MCP clients all accept
+TOOL_DESCRIPTION_MAX_CHARS = 1000
+
+# Names and text fields
+NAME_MAX_CHARS = 200
+DESCRIPTION_MAX_CHARS = 2000
+PAGE_SIZE = Range(1, 100, 20)
+ID_MAX_CHARS = 64
+
+# Documents and entries
+FILENAME_MAX_CHARS = 1000
+CONTENT_TYPE_MAX_CHARS = 200
+METADATA_NAME_MAX_CHARS = 100
+INLINE_UPLOAD_MAX_BYTES = 5 * 1024 * 1024
+PRESIGNED_EXPIRY_SECONDS = 900
+ENTRY_TITLE_MAX_CHARS = 500
+ENTRY_CONTENT_MAX_CHARS = 200_000
+ENTRY_SEARCH_RESULTS = Range(1, 20, 5)
+
+# Chunking, fixed per knowledge base at creation
+CHUNK_TOKENS = Range(50, 8000, 500)
+HNSW_MAX_DIMENSION = 2000  # pgvector's HNSW limit for the vector type

@@ -1,0 +1,138 @@
+"""documents: files and entries, their status and the run that owns them. Callers
+check access to the knowledge base first (knowledge_bases.get_visible/get_writable);
+the pipeline's statements are guarded by the run id instead, so a superseded run
+changes nothing."""
+import json
+from typing import Optional
+
+import psycopg
+
+from chalicelib.ids import new_id
+from chalicelib.storage import chunks
+
+DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
+    error_code, error_message, page_count, chunk_count, token_count, metadata,
+    step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title"""
+
+
+def upsert_pending(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filename: str,
+                   size_bytes: Optional[int], run_id: Optional[str] = None) -> dict:
+    """The document for an S3 key, now PENDING and owned by run_id, its step timings
+    reset for the new run. Its chunks stay searchable until a run replaces them."""
+    return conn.execute(
+        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id)"
+        " VALUES (%s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (kb_id, s3_key) DO UPDATE SET status = 'PENDING', size_bytes = EXCLUDED.size_bytes,"
+        "   current_run_id = EXCLUDED.current_run_id, error_code = NULL, error_message = NULL,"
+        "   step_durations = '{}'::jsonb, updated_at = now()"
+        f" RETURNING {DOC_COLUMNS}",
+        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id),
+    ).fetchone()
+
+
+def insert_entry(conn: psycopg.Connection, *, entry_id: str, kb_id: str, title: str, user_id: str,
+                 metadata: dict, size_bytes: int) -> None:
+    conn.execute(
+        "INSERT INTO documents (id, kb_id, s3_key, filename, title, kind, created_by, metadata,"
+        " content_type, size_bytes, status) VALUES (%s, %s, %s, %s, %s, 'entry', %s, %s, 'text/plain', %s,"
+        " 'PROCESSING')",
+        (entry_id, kb_id, f"entries/{entry_id}", title[:200], title, user_id, json.dumps(metadata), size_bytes),
+    )
+
+
+def get(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
+
+
+def get_in(conn: psycopg.Connection, kb_id: str, doc_id: str) -> Optional[dict]:
+    """A document of this knowledge base."""
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = %s AND kb_id = %s",
+                        (doc_id, kb_id)).fetchone()
+
+
+def find_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> Optional[dict]:
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s AND s3_key = %s",
+                        (kb_id, s3_key)).fetchone()
+
+
+def list_in(conn: psycopg.Connection, kb_id: str, status: Optional[str]) -> list[dict]:
+    return conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s"
+        " AND (%s::text IS NULL OR status = %s) ORDER BY created_at, id",
+        (kb_id, status, status),
+    ).fetchall()
+
+
+def delete(conn: psycopg.Connection, doc_id: str) -> None:
+    conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
+
+
+def delete_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> int:
+    return conn.execute(
+        "DELETE FROM documents WHERE kb_id = %s AND s3_key = %s", (kb_id, s3_key)
+    ).rowcount
+
+
+def forget_indexed_version(conn: psycopg.Connection, doc_id: str) -> None:
+    conn.execute("UPDATE documents SET indexed_hash = NULL WHERE id = %s", (doc_id,))
+
+
+def set_execution(conn: psycopg.Connection, doc_id: str, execution_arn: str) -> None:
+    conn.execute("UPDATE documents SET execution_arn = %s WHERE id = %s", (execution_arn, doc_id))
+
+
+def set_content_type(conn: psycopg.Connection, doc_id: str, content_type: str) -> None:
+    conn.execute("UPDATE documents SET content_type = %s WHERE id = %s", (content_type, doc_id))
+
+
+def mark_processing(conn: psycopg.Connection, doc_id: str, run_id: str, *,
+                    content_hash: str, size_bytes: int, metadata: dict) -> bool:
+    """False when a newer run owns the document."""
+    return conn.execute(
+        "UPDATE documents SET status = 'PROCESSING', content_hash = %s, size_bytes = %s,"
+        " metadata = %s, error_code = NULL, error_message = NULL, updated_at = now()"
+        " WHERE id = %s AND current_run_id = %s",
+        (content_hash, size_bytes, json.dumps(metadata), doc_id, run_id),
+    ).rowcount == 1
+
+
+def mark_unchanged(conn: psycopg.Connection, doc_id: str, run_id: str, metadata: dict) -> bool:
+    """The bytes are the ones already indexed: no new embedding work. Changed
+    metadata is copied onto the chunks in the same transaction."""
+    with conn.transaction():
+        updated = conn.execute(
+            "UPDATE documents SET status = 'PROCESSED', error_code = NULL, error_message = NULL,"
+            " metadata = %s, updated_at = now() WHERE id = %s AND current_run_id = %s",
+            (json.dumps(metadata), doc_id, run_id)).rowcount == 1
+        if updated:
+            chunks.set_metadata(conn, doc_id, metadata)
+    return updated
+
+
+def add_step_duration(conn: psycopg.Connection, doc_id: str, run_id: str, step: str, millis: int) -> None:
+    """Adds to the run's time in a step: Embed runs once per batch, in parallel, and
+    its figure is the sum (one UPDATE per batch, so concurrent batches add safely)."""
+    conn.execute(
+        "UPDATE documents SET step_durations = step_durations || jsonb_build_object(%(step)s::text,"
+        " coalesce((step_durations->>%(step)s)::int, 0) + %(ms)s::int)"
+        " WHERE id = %(id)s AND current_run_id = %(run)s",
+        {"step": step, "ms": millis, "id": doc_id, "run": run_id},
+    )
+
+
+def mark_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str, message: str) -> bool:
+    """FAILED with a code; the chunks of the last good version stay searchable."""
+    return conn.execute(
+        "UPDATE documents SET status = 'FAILED', error_code = %s, error_message = %s,"
+        " updated_at = now() WHERE id = %s AND current_run_id = %s",
+        (code, message[:2000], doc_id, run_id),
+    ).rowcount == 1
+
+
+def unfinished(conn: psycopg.Connection, min_age_seconds: int) -> list[dict]:
+    return conn.execute(
+        "SELECT id, execution_arn, current_run_id FROM documents"
+        " WHERE status IN ('PENDING', 'PROCESSING') AND execution_arn IS NOT NULL"
+        " AND updated_at < now() - make_interval(secs => %s) ORDER BY updated_at LIMIT 500",
+        (min_age_seconds,),
+    ).fetchall()

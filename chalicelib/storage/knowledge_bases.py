@@ -1,0 +1,124 @@
+"""knowledge_bases: every read and write scoped to the caller (see scope.py), except
+the pipeline's read, which acts for whoever may write the bucket."""
+from typing import Optional
+
+import psycopg
+
+from chalicelib import limits
+from chalicelib.errors import Invalid
+from chalicelib.ids import new_id
+from chalicelib.storage.scope import VISIBLE_KB, WRITABLE_KB, scope
+
+KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
+    kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
+    kb.chunk_overlap, kb.created_at, kb.updated_at"""
+
+KB_STATS = """(SELECT json_build_object(
+        'documentCount', count(*),
+        'chunkCount', coalesce(sum(d.chunk_count), 0),
+        'totalTokens', coalesce(sum(d.token_count), 0),
+        'byStatus', json_build_object(
+            'PENDING', count(*) FILTER (WHERE d.status = 'PENDING'),
+            'PROCESSING', count(*) FILTER (WHERE d.status = 'PROCESSING'),
+            'PROCESSED', count(*) FILTER (WHERE d.status = 'PROCESSED'),
+            'FAILED', count(*) FILTER (WHERE d.status = 'FAILED')),
+        'lastIngestedAt', max(d.processed_at))
+     FROM documents d WHERE d.kb_id = kb.id) AS stats"""
+
+
+def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
+                          visibility: str, provider: str, model: str, dim: int,
+                          chunk_tokens: int, chunk_overlap: int) -> str:
+    kb_id = new_id("kb")
+    conn.execute(
+        "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
+        " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (kb_id, principal.org_id, principal.user_id, name, description, visibility,
+         provider, model, dim, chunk_tokens, chunk_overlap),
+    )
+    return kb_id
+
+
+def ensure_vector_index(conn: psycopg.Connection, dim: int) -> None:
+    """An HNSW index for chunks of this dimension (partial, over a cast expression)."""
+    if not isinstance(dim, int) or not 0 < dim <= limits.HNSW_MAX_DIMENSION:
+        raise Invalid.field("embedding.model", f"dimension {dim} cannot be indexed with HNSW"
+                                               f" (max {limits.HNSW_MAX_DIMENSION})")
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS chunks_embedding_{dim}_hnsw ON chunks"
+        f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}")
+
+
+def get_visible(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS}, {KB_STATS} FROM knowledge_bases kb"
+        f" WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}",
+        scope(principal, kb_id=kb_id),
+    ).fetchone()
+
+
+def list_visible(conn: psycopg.Connection, principal, *, limit: int, after: Optional[str]) -> list[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS}, {KB_STATS} FROM knowledge_bases kb"
+        f" WHERE {VISIBLE_KB} AND (%(after)s::text IS NULL OR kb.id > %(after)s)"
+        " ORDER BY kb.id LIMIT %(limit)s",
+        scope(principal, limit=limit, after=after),
+    ).fetchall()
+
+
+def visible_by_ids(conn: psycopg.Connection, principal, kb_ids: list[str]) -> list[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s) AND {VISIBLE_KB}",
+        scope(principal, kb_ids=list(kb_ids)),
+    ).fetchall()
+
+
+def visible_names(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[str, str]:
+    return {r["id"]: r["name"] for r in conn.execute(
+        f"SELECT kb.id, kb.name FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s) AND {VISIBLE_KB}",
+        scope(principal, kb_ids=list(kb_ids)),
+    ).fetchall()}
+
+
+def with_entries_by(conn: psycopg.Connection, principal) -> list[str]:
+    """The visible knowledge bases holding entries the caller wrote."""
+    return [r["id"] for r in conn.execute(
+        f"SELECT DISTINCT kb.id FROM knowledge_bases kb JOIN documents d ON d.kb_id = kb.id"
+        f" WHERE d.kind = 'entry' AND d.created_by = %(user_id)s AND {VISIBLE_KB}",
+        scope(principal),
+    ).fetchall()]
+
+
+def get_writable(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        scope(principal, kb_id=kb_id),
+    ).fetchone()
+
+
+def update(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
+    """Apply name/description/visibility changes; False when the caller may not write it."""
+    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "visibility")}
+    if not allowed:
+        return get_writable(conn, principal, kb_id) is not None
+    sets = ", ".join(f"{column} = %({column})s" for column in allowed)
+    return conn.execute(
+        f"UPDATE knowledge_bases kb SET {sets}, updated_at = now() WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        scope(principal, kb_id=kb_id, **allowed),
+    ).rowcount == 1
+
+
+def delete(conn: psycopg.Connection, principal, kb_id: str) -> bool:
+    """Deletes it with its documents and chunks (ON DELETE CASCADE)."""
+    return conn.execute(
+        f"DELETE FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        scope(principal, kb_id=kb_id),
+    ).rowcount == 1
+
+
+def get_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Optional[dict]:
+    """Unscoped read for the ingestion pipeline, which acts for whoever may write the bucket."""
+    return conn.execute(
+        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %s", (kb_id,)
+    ).fetchone()

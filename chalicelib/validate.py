@@ -1,0 +1,102 @@
+"""Checks for request fields, shared by the HTTP edge and the domain parsers (search
+requests, tool arguments). Each raises errors.Invalid naming the field."""
+from typing import Any
+
+from chalicelib import limits
+from chalicelib.errors import Invalid
+
+
+def _bad_text(value: str) -> bool:
+    """NUL cannot be stored in PostgreSQL text, and a lone surrogate is not Unicode."""
+    if "\x00" in value:
+        return True
+    try:
+        value.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def check_text(value: Any, path: str = "body") -> None:
+    """Refuse, naming where, any string (key or value) that cannot be stored as text."""
+    if isinstance(value, str):
+        if _bad_text(value):
+            raise Invalid.field(path, "contains a NUL character or invalid Unicode")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, path)
+            check_text(item, f"{path}.{key}" if path != "body" else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_text(item, f"{path}[{index}]")
+
+
+def refuse_unknown(body: dict, allowed, why: str, prefix: str = "") -> None:
+    """Invalid naming the first field that is not one of `allowed`."""
+    unknown = set(body) - set(allowed)
+    if unknown:
+        raise Invalid.field(prefix + sorted(unknown)[0], why)
+
+
+def string_field(body: dict, name: str, *, required: bool, max_length: int, default: str = "",
+                 label: str = "") -> str:
+    value = body.get(name)
+    label = label or name
+    if value is None:
+        if required:
+            raise Invalid.field(label, "is required")
+        return default
+    if not isinstance(value, str):
+        raise Invalid.field(label, "must be a string")
+    value = value.strip()
+    if required and not value:
+        raise Invalid.field(label, "must not be empty")
+    if len(value) > max_length:
+        raise Invalid.field(label, f"must be at most {max_length} characters")
+    return value
+
+
+def int_field(value: Any, name: str, bounds: limits.Range, *, default=None, whole_floats: bool = False) -> int:
+    """An integer within bounds (a query-string digit string counts). whole_floats
+    accepts 2.0 for 2: JSON-schema "number" parameters that LLMs fill in."""
+    if value is None:
+        return int(bounds.default if default is None else default)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if whole_floats and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid.field(name, "must be an integer")
+    if not bounds.low <= value <= bounds.high:
+        raise Invalid.field(name, f"must be {bounds.describe()}")
+    return value
+
+
+def number_field(value: Any, name: str, bounds: limits.Range, *, default=None) -> float:
+    if value is None:
+        return float(bounds.default if default is None else default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid.field(name, "must be a number")
+    if not bounds.low <= value <= bounds.high:
+        raise Invalid.field(name, f"must be {bounds.describe()}")
+    return float(value)
+
+
+def choice_field(body: dict, name: str, options, default: str) -> str:
+    value = body.get(name, default)
+    if value not in options:
+        raise Invalid.field(name, f"must be one of {', '.join(options)}")
+    return value
+
+
+def string_list(value: Any, name: str, max_items: int = limits.FILTER_LIST_MAX) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or len(value) > max_items:
+        raise Invalid.field(name, f"must be a list of up to {max_items} non-empty strings")
+    return value
+
+
+def bool_field(body: dict, name: str, default: bool = False) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise Invalid.field(name, "must be true or false")
+    return value

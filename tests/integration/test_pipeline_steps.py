@@ -1,0 +1,87 @@
+"""The pipeline steps' shared frame (steps._step) against the real database: the time
+each step takes, the log lines' document and run, and which faults become Transient."""
+import json
+import logging
+import time
+
+import psycopg
+import pytest
+
+from chalicelib.errors import Transient
+from chalicelib.ingestion import steps
+from chalicelib.ingestion.model import BatchState
+from chalicelib.knowledge_bases import create_knowledge_base
+from chalicelib.storage import connection, documents
+
+
+@pytest.fixture
+def pending_doc(tenant):
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Steps", description="")
+    with connection() as conn:
+        doc = documents.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/a.txt", filename="a.txt",
+                                       size_bytes=10, run_id="run1")
+    return kb, doc
+
+
+def _batch(kb, doc, run_id="run1") -> BatchState:
+    return BatchState(batch_key="k", document_id=doc["id"], kb_id=kb["id"], bucket="b", run_id=run_id)
+
+
+def _durations(doc_id: str) -> dict:
+    with connection() as conn:
+        return documents.get(conn, doc_id)["step_durations"]
+
+
+def test_embed_time_is_the_sum_of_its_batches_and_a_new_run_starts_from_zero(pending_doc):
+    kb, doc = pending_doc
+    for seconds in (0.15, 0.25):  # two Map iterations of the same run
+        with steps._step(_batch(kb, doc), "embed"):
+            time.sleep(seconds)
+    assert _durations(doc["id"])["embed"] >= 400  # the last batch alone took 250 ms
+    with steps._step(_batch(kb, doc, run_id="stale"), "embed"):  # a superseded run adds nothing
+        time.sleep(0.05)
+    assert 400 <= _durations(doc["id"])["embed"] < 1000
+    with connection() as conn:
+        documents.upsert_pending(conn, kb_id=kb["id"], s3_key=doc["s3_key"], filename="a.txt", size_bytes=10,
+                                 run_id="run2")
+    assert _durations(doc["id"]) == {}
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(json.loads(self.format(record)))
+
+
+def test_every_log_line_of_a_step_names_its_document_and_run(pending_doc):
+    kb, doc = pending_doc
+    lines = _Lines()
+    lines.setFormatter(steps.logger.registered_formatter)
+    steps.logger.addHandler(lines)
+    try:
+        with steps._step(_batch(kb, doc), "embed"):
+            steps.logger.info("inside the step")
+        steps.logger.info("after the step")
+    finally:
+        steps.logger.removeHandler(lines)
+    inside, after = lines.lines
+    assert (inside["document_id"], inside["run_id"], inside["step"]) == (doc["id"], "run1", "embed")
+    assert "document_id" not in after and "run_id" not in after
+
+
+@pytest.mark.parametrize("fault,transient", [
+    (psycopg.OperationalError("server closed the connection"), True),
+    (ConnectionResetError("reset"), True),
+    (KeyError("bucket"), False),
+])
+def test_faults_worth_a_retry_leave_a_step_as_transient(pending_doc, fault, transient):
+    kb, doc = pending_doc
+    with pytest.raises(Exception) as raised:
+        with steps._step(_batch(kb, doc), "chunk"):
+            raise fault
+    assert isinstance(raised.value, Transient) is transient
+    assert "chunk" not in _durations(doc["id"])  # a failed attempt records no time
