@@ -6,6 +6,8 @@ else has the same default in both places.
 import os
 from dataclasses import dataclass
 
+from chalicelib import limits
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -38,7 +40,7 @@ def load_settings() -> Settings:
         state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
         embedding_provider=env.get("EMBEDDING_PROVIDER", "local"),
         query_cache_ttl_seconds=int(env.get("QUERY_CACHE_TTL_SECONDS", str(7 * 24 * 3600))),
-        default_chunk_tokens=int(env.get("CHUNK_TOKENS", "500")),
+        default_chunk_tokens=int(env.get("CHUNK_TOKENS", str(int(limits.CHUNK_TOKENS.default)))),
         default_chunk_overlap=int(env.get("CHUNK_OVERLAP_TOKENS", "50")),
         work_prefix=env.get("PIPELINE_WORK_PREFIX", "_pipeline/"),
         max_file_bytes=int(env.get("MAX_FILE_BYTES", str(100 * 1024 * 1024))),

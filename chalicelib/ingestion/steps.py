@@ -28,7 +28,7 @@ from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, documents, knowledge_bases
 
 # One JSON line per message, each with the document and run it is about.
-logger = Logger(service="kb-ingestion")
+logger = Logger(service="kb-service")
 EMBED_BATCH = 64
 # S3 answers these with a 4xx, but they pass: a retry is the documented remedy.
 _RETRYABLE_S3_CODES = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}

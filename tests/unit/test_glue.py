@@ -44,3 +44,19 @@ def test_ingestion_errors_keep_their_code_when_the_runtime_renames_the_error():
     cause = json.dumps({"errorType": "Runtime.HandlerError", "errorMessage": str(err)})
     assert failure_from_error({"Error": "Runtime.HandlerError", "Cause": cause}) == (
         "UNSUPPORTED_TYPE", "logo.png: binary content")
+
+
+def test_each_error_kind_has_its_status_and_an_unknown_kind_is_a_500():
+    from chalicelib import errors
+    from chalicelib.api.http import error_body, status_of
+    from chalicelib.ingestion.errors import IngestionError
+
+    expected = {errors.Invalid: 400, errors.Unauthorized: 401, errors.Forbidden: 403, errors.NotFound: 404,
+                errors.Conflict: 409, errors.TooLarge: 413, errors.Unsupported: 415, errors.Throttled: 429,
+                errors.Unavailable: 503, errors.Transient: 503, errors.ServiceError: 500, IngestionError: 500}
+    for kind, status in expected.items():
+        err = kind("CODE", "message") if kind is IngestionError else kind("message")
+        assert status_of(err) == status, kind
+    assert error_body(errors.Invalid.field("topK", "must be an integer", code="INVALID_ARGUMENTS")) == {
+        "code": "INVALID_ARGUMENTS", "message": "topK: must be an integer"}
+    assert error_body(errors.NotFound.thing("knowledge base", "kb_1"))["message"] == "knowledge base kb_1 was not found"
