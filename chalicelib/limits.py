@@ -31,6 +31,10 @@ TOOL_MIN_SCORE = Range(MIN_SCORE.low, MIN_SCORE.high, 0.7)
 TOOL_NAME_MAX_CHARS = 64  # what OpenAI, Anthropic and MCP clients all accept
 TOOL_DESCRIPTION_MAX_CHARS = 1000
 
+# Request bodies: API Gateway takes 10 MB; an inline upload (5 MiB in base64) fits in 7 MiB.
+BODY_MAX_BYTES = 7 * 1024 * 1024
+JSON_MAX_DEPTH = 32  # nothing the API accepts nests deeper than a few levels
+
 # Names and text fields
 NAME_MAX_CHARS = 200
 DESCRIPTION_MAX_CHARS = 2000

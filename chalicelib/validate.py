@@ -1,5 +1,6 @@
 """Checks for request fields, shared by the HTTP edge and the domain parsers (search
 requests, tool arguments). Each raises errors.Invalid naming the field."""
+import math
 from typing import Any
 
 from chalicelib import limits
@@ -18,17 +19,30 @@ def _bad_text(value: str) -> bool:
 
 
 def check_text(value: Any, path: str = "body") -> None:
-    """Refuse, naming where, any string (key or value) that cannot be stored as text."""
-    if isinstance(value, str):
-        if _bad_text(value):
-            raise Invalid.field(path, "contains a NUL character or invalid Unicode")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, path)
-            check_text(item, f"{path}.{key}" if path != "body" else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_text(item, f"{path}[{index}]")
+    """Refuse, naming where, what a JSON document should not carry: a string (key or
+    value) that cannot be stored as text, a number that is not finite (Python's json
+    reads NaN and Infinity), nesting deeper than limits.JSON_MAX_DEPTH. Iterative,
+    so no payload can exhaust the interpreter's stack."""
+    pending = [(value, path, 0)]
+    while pending:
+        item, where, depth = pending.pop()
+        if depth > limits.JSON_MAX_DEPTH:
+            raise Invalid.field(where, f"nests deeper than {limits.JSON_MAX_DEPTH} levels")
+        if isinstance(item, str):
+            if _bad_text(item):
+                raise Invalid.field(where, "contains a NUL character or invalid Unicode")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise Invalid.field(where, "must be a finite number (NaN and Infinity are not JSON)")
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                if isinstance(key, str) and _bad_text(key):
+                    raise Invalid.field(where, "contains a NUL character or invalid Unicode")
+                children.append((child, f"{where}.{key}" if where != "body" else str(key), depth + 1))
+            pending.extend(reversed(children))  # first field first, as a reader would
+        elif isinstance(item, list):
+            pending.extend(reversed([(child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item)]))
 
 
 def refuse_unknown(body: dict, allowed, why: str, prefix: str = "") -> None:

@@ -3,7 +3,7 @@ result the model reads; a deleted knowledge base is a readable failure, not a cr
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.agents.tools import KNOWLEDGE_BASE
+from chalicelib.agents.tools import KNOWLEDGE_BASE, PARAMETERS
 from chalicelib.auth import Principal
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.retrieval import SearchRequest, SearchResult, parse_search_request, search
@@ -21,12 +21,13 @@ def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
     tool's defaults. Whole floats pass for topK: the schema says "number"."""
     if not isinstance(arguments, dict):
         raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
-    unknown = set(arguments) - set(tool["schema"]["properties"])
+    unknown = set(arguments) - set(PARAMETERS)
     if unknown:
         raise Invalid.field(sorted(unknown)[0], f"is not a parameter of {tool['name']}", code="INVALID_ARGUMENTS")
+    config = tool.get("config") or {}
     try:
-        return parse_search_request([kb_id], arguments, top_k_default=tool["config"]["defaultTopK"],
-                                    min_score_default=tool["config"]["defaultMinScore"], whole_floats=True)
+        return parse_search_request([kb_id], arguments, top_k_default=config.get("defaultTopK"),
+                                    min_score_default=config.get("defaultMinScore"), whole_floats=True)
     except Invalid as err:
         raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
 
@@ -41,7 +42,10 @@ def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) ->
         raise NotFound.thing("tool", tool_id)
     if tool.get("type") != KNOWLEDGE_BASE:
         raise Invalid(f"tool {tool_id} is not run by this service", code="NOT_A_KNOWLEDGE_BASE_TOOL")
-    request = check_arguments(arguments, tool, tool["config"]["knowledgeBaseId"])
+    kb_id = (tool.get("config") or {}).get("knowledgeBaseId")
+    if not isinstance(kb_id, str):
+        raise Invalid(f"tool {tool_id} names no knowledge base; link it again", code="NOT_A_KNOWLEDGE_BASE_TOOL")
+    request = check_arguments(arguments, tool, kb_id)
     try:
         return ToolRun(query=request.query, result=search(principal, request))
     except NotFound:

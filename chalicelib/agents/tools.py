@@ -9,6 +9,7 @@ from chalicelib.errors import Conflict, Invalid
 from chalicelib.validate import int_field, number_field
 
 KNOWLEDGE_BASE = "knowledge_base"
+PARAMETERS = ("query", "topK", "minScore")  # what a knowledge-base tool takes
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,%d}$" % limits.TOOL_NAME_MAX_CHARS)
 
 
@@ -57,7 +58,7 @@ def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str
         "type": KNOWLEDGE_BASE,
         "schema": {
             "type": "object",
-            "properties": {
+            "properties": {  # PARAMETERS, in this order
                 "query": {"type": "string", "description": "Search query"},
                 "topK": {"type": "number", "default": top_k, "minimum": limits.TOOL_TOP_K.low,
                          "maximum": limits.TOOL_TOP_K.high},
@@ -96,13 +97,32 @@ def check_tools_array(tools) -> list[dict]:
         tool.setdefault("id", f"tool_{secrets.token_hex(8)}")
         if not isinstance(tool["id"], str) or tool["id"] in ids:
             raise Invalid.field(f"{where}.id", "must be a unique string")
+        description = tool.get("description", "")
+        if not isinstance(description, str) or len(description) > limits.TOOL_DESCRIPTION_MAX_CHARS:
+            raise Invalid.field(f"{where}.description", f"must be a string of at most"
+                                                        f" {limits.TOOL_DESCRIPTION_MAX_CHARS} characters")
+        if "schema" in tool and not (isinstance(tool["schema"], dict) and tool["schema"].get("type") == "object"):
+            raise Invalid.field(f"{where}.schema", 'must be a JSON schema object ({"type": "object", …})')
         if tool["type"] == KNOWLEDGE_BASE:
-            config = tool.get("config")
-            if not isinstance(config, dict) or not isinstance(config.get("knowledgeBaseId"), str):
-                raise Invalid.field(f"{where}.config.knowledgeBaseId", "is required")
+            tools[index] = tool = _knowledge_base_tool_from(tool, where)
         names.add(tool["name"])
         ids.add(tool["id"])
     return tools
+
+
+def _knowledge_base_tool_from(tool: dict, where: str) -> dict:
+    """A knowledge-base tool given whole in availableTools, in its full shape: its
+    schema is the service's (invocation accepts nothing else) with its defaults."""
+    config = tool.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("knowledgeBaseId"), str):
+        raise Invalid.field(f"{where}.config.knowledgeBaseId", "is required")
+    try:
+        top_k, min_score = check_defaults(config.get("defaultTopK"), config.get("defaultMinScore"))
+    except Invalid as err:
+        raise Invalid(f"{where}.config.{err.message}") from None
+    return knowledge_base_tool(kb_id=config["knowledgeBaseId"], kb_name=str(config.get("knowledgeBaseName") or ""),
+                               name=tool["name"], description=tool.get("description", ""), top_k=top_k,
+                               min_score=min_score, tool_id=tool["id"])
 
 
 def _schema(tool: dict) -> dict:

@@ -30,7 +30,14 @@ def handle_kb_search(event: dict) -> dict:
             raise Invalid.field("knowledgeBaseId", "is required")
         return {"success": True, "data": search_view(search(principal, parse_search_request([kb_id], event)))}
     except ServiceError as err:
-        return {"success": False, "error": {**error_body(err), "status": status_of(err)}}
+        return _error(err)
+    except Exception:  # an answer, not a crash, and nothing internal in it
+        logger.exception("unhandled error")
+        return _error(ServiceError("an internal error occurred"))
+
+
+def _error(err: ServiceError) -> dict:
+    return {"success": False, "error": {**error_body(err), "status": status_of(err)}}
 
 
 def _invoke_agent_tool(principal, event: dict) -> dict:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from chalice import Response
 
-from chalicelib import errors
+from chalicelib import errors, limits
 from chalicelib.auth import Principal, authenticate, bearer_token
 from chalicelib.validate import check_text
 
@@ -50,14 +50,24 @@ def error_response(err: errors.ServiceError) -> Response:
                     status_code=status_of(err), headers=JSON_HEADERS)
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON value")
+
+
 def json_body(request) -> dict:
     raw = request.raw_body or b""
+    if len(raw) > limits.BODY_MAX_BYTES:
+        raise errors.TooLarge(f"the request body has {len(raw)} bytes; the limit is {limits.BODY_MAX_BYTES}",
+                              code="BODY_TOO_LARGE")
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.Invalid(f"the request body is not valid JSON: {exc}", code="INVALID_JSON") from exc
+    except RecursionError:
+        raise errors.Invalid(f"the request body nests deeper than {limits.JSON_MAX_DEPTH} levels",
+                             code="INVALID_JSON") from None
     if not isinstance(body, dict):
         raise errors.Invalid("the request body must be a JSON object", code="INVALID_JSON")
     check_text(body)

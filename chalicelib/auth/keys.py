@@ -30,8 +30,8 @@ def issue_key(org_name: str, user_name: str) -> tuple[Principal, str]:
     return Principal(user_id=user_id, org_id=org_id), key
 
 
-def authenticate(key: Optional[str]) -> Optional[Principal]:
-    if not key or not key.startswith(KEY_PREFIX):
+def authenticate(key) -> Optional[Principal]:
+    if not isinstance(key, str) or not key.startswith(KEY_PREFIX):
         return None
     with connection() as conn:
         row = tenants.find_principal(conn, hash_key(key))

@@ -2,11 +2,17 @@
 
 A sidecar `<key>.metadata.json` is not a document: it re-runs its document's
 ingestion, which picks the new metadata up without embedding anything again."""
+import logging
+
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, parse_document_key
+from chalicelib.errors import Invalid
 from chalicelib.storage import connection, documents
+from chalicelib.validate import check_text
+
+logger = logging.getLogger(__name__)
 
 
 def handle_s3_event(event: dict) -> dict:
@@ -15,6 +21,12 @@ def handle_s3_event(event: dict) -> dict:
         key = decoded_key(record.s3.get_object.key)
         parsed = parse_document_key(key)
         if parsed is None:
+            skipped += 1
+            continue
+        try:
+            check_text(key, "key")
+        except Invalid:  # a NUL or a lone surrogate: no database row can name it
+            logger.warning("object key %r cannot be stored as text; the object is not ingested", key)
             skipped += 1
             continue
         kb_id, _ = parsed

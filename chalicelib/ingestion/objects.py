@@ -9,7 +9,9 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import client
 
 SIDECAR_SUFFIX = ".metadata.json"
-_DOCUMENT_KEY = re.compile(r"^kb/(?P<kb_id>kb_[A-Za-z0-9]+)/(?P<path>.+)$")
+# DOTALL: S3 keys may hold newlines and other control characters; such a file is a
+# document like any other (its name shows them).
+_DOCUMENT_KEY = re.compile(r"^kb/(?P<kb_id>kb_[A-Za-z0-9]+)/(?P<path>.+)$", re.S)
 
 
 def knowledge_base_prefix(kb_id: str) -> str:
@@ -22,7 +24,7 @@ def document_key(kb_id: str, filename: str) -> str:
 
 def parse_document_key(key: str) -> Optional[tuple[str, str]]:
     """(kbId, path inside the knowledge base) for a key under kb/{kbId}/, else None."""
-    match = _DOCUMENT_KEY.match(key)
+    match = _DOCUMENT_KEY.fullmatch(key)
     if not match or match.group("path").endswith("/"):
         return None
     return match.group("kb_id"), match.group("path")

@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
 
 from chalicelib.config import load_settings
+from chalicelib.errors import Transient
 
 logger = logging.getLogger(__name__)
 _conn: Optional[psycopg.Connection] = None
@@ -69,14 +70,20 @@ def reset() -> None:
 @contextmanager
 def connection() -> Iterator[psycopg.Connection]:
     """The worker's connection in autocommit mode. A connection that the server
-    dropped (restart, idle timeout) is replaced on the next call."""
-    conn = _current()
+    dropped (restart, idle timeout) is replaced on the next call; meanwhile the
+    fault is a Transient error (a 503, a retried pipeline step) whose message names
+    no host, socket or SQL."""
+    try:
+        conn = _current()
+    except psycopg.OperationalError as exc:
+        logger.warning("could not connect to the database: %s", exc)
+        raise Transient("the database is unavailable; retry shortly") from exc
     try:
         yield conn
-    except psycopg.OperationalError:
+    except psycopg.OperationalError as exc:
         logger.warning("database connection failed; it will be re-opened", exc_info=True)
         reset()
-        raise
+        raise Transient("the database is unavailable; retry shortly") from exc
 
 
 @contextmanager

@@ -86,3 +86,22 @@ def test_the_route_answers_503_in_the_error_envelope(aws_env, monkeypatch):
     assert body["error"]["code"] == "UNHEALTHY"
     assert body["error"]["message"] == "redis unreachable: ConnectionError"
     assert body["error"]["details"]["checks"]["database"]["ok"] is True
+
+
+def test_a_database_outage_is_a_503_that_names_no_host_or_socket(service_env, tenant, monkeypatch):
+    """kb_search and the API answer a dropped database as UNAVAILABLE (retry), with
+    nothing of the connection string in what the caller sees."""
+    from chalicelib.api.direct_invoke import handle_kb_search
+    from chalicelib.storage import db
+
+    _, key = tenant
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://kb@127.0.0.1:{port}/kb?connect_timeout=2")
+    db.reset()
+    answer = handle_kb_search({"apiKey": key, "knowledgeBaseId": "kb_x", "query": "q"})
+    assert answer["success"] is False
+    assert answer["error"]["status"] == 503 and answer["error"]["code"] == "UNAVAILABLE"
+    text = json.dumps(answer)
+    assert str(port) not in text and "127.0.0.1" not in text and "socket" not in text

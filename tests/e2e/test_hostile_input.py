@@ -1,0 +1,93 @@
+"""Hostile and odd input through the deployed API, the kb_search Lambda and the bucket:
+a 4xx naming the problem (in the error envelope), never a 5xx, a crash or a lost file."""
+import json
+
+import pytest
+import requests
+
+from tests.conftest import read_local_env
+from tests.e2e.conftest import invoke, wait_for_status
+
+BUCKET = "kb-documents-local"
+
+
+@pytest.fixture(scope="module")
+def kb(api):
+    return api.call("POST", "/knowledge-bases", {"name": "Hostile", "description": "d"}).json()["data"]
+
+
+def _raw(api, method: str, path: str, data: bytes):
+    return requests.request(method, api.base_url + path, data=data, timeout=120,
+                            headers={"Authorization": f"Bearer {api.key}", "Content-Type": "application/json"})
+
+
+def _refused(answer, status: int, code: str) -> dict:
+    assert answer.status_code == status, answer.text[:500]
+    body = answer.json()
+    assert body["success"] is False and body["error"]["code"] == code, body
+    return body["error"]
+
+
+def test_deep_nesting_is_refused_at_any_depth(api, kb):
+    for depth in (40, 5000):
+        body = b'{"query": "x", "filters": ' + b'{"metadata": ' * depth + b"1" + b"}" * depth + b"}"
+        error = _refused(_raw(api, "POST", f"/knowledge-bases/{kb['id']}/search", body), 400, "INVALID_JSON"
+                         if depth > 900 else "INVALID_INPUT")
+        assert "nests deeper than 32 levels" in error["message"]
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+def test_nan_and_infinity_are_not_json(api, kb, constant):
+    error = _refused(_raw(api, "POST", f"/knowledge-bases/{kb['id']}/search",
+                          b'{"query": "x", "topK": ' + constant + b"}"), 400, "INVALID_JSON")
+    assert constant.decode().lstrip("-") in error["message"]
+
+
+def test_an_oversized_body_is_refused_before_it_is_parsed(api, kb):
+    body = json.dumps({"query": "x", "padding": "y" * (7 * 1024 * 1024)}).encode()
+    error = _refused(_raw(api, "POST", f"/knowledge-bases/{kb['id']}/search", body), 413, "BODY_TOO_LARGE")
+    assert "the limit is 7340032" in error["message"]
+
+
+def test_agent_tools_are_checked_and_completed_at_creation_so_invoking_them_works(api, kb):
+    bad = api.call("POST", "/agents", {"name": "x", "availableTools": [
+        {"name": "search_x", "type": "knowledge_base", "config": {"knowledgeBaseId": kb["id"], "defaultTopK": 0}}]})
+    assert "availableTools[0].config.defaultTopK" in _refused(bad, 400, "INVALID_INPUT")["message"]
+    bad = api.call("POST", "/agents", {"name": "x", "availableTools": [
+        {"name": "fn", "type": "function", "schema": "not a schema"}]})
+    assert "availableTools[0].schema" in _refused(bad, 400, "INVALID_INPUT")["message"]
+    # A knowledge-base tool given without its schema gets the service's, with its defaults.
+    agent = api.call("POST", "/agents", {"name": "x", "availableTools": [
+        {"name": "search_x", "type": "knowledge_base", "config": {"knowledgeBaseId": kb["id"]}}]}).json()["data"]
+    tool = agent["availableTools"][0]
+    assert tool["schema"]["properties"]["topK"]["default"] == tool["config"]["defaultTopK"] == 5
+    answer = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": "anything"})
+    assert answer.status_code == 200 and answer.json()["success"] is True
+    answer = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": "x", "topK": 2.5})
+    assert _refused(answer, 400, "INVALID_ARGUMENTS")["message"].startswith("topK:")
+
+
+@pytest.mark.parametrize("payload,status,field", [
+    ({"apiKey": 12345, "knowledgeBaseId": "kb_x", "query": "q"}, 401, "apiKey"),
+    ({"apiKey": ["kbk_x"], "knowledgeBaseId": "kb_x", "query": "q"}, 401, "apiKey"),
+    ({"knowledgeBaseId": "kb_x", "query": "q", "topK": float("nan")}, 400, "topK"),
+    ({"knowledgeBaseId": "kb_x", "query": "q", "minScore": float("inf")}, 400, "minScore"),
+    ({"knowledgeBaseId": "kb_x", "query": "q", "filters": json.loads('{"a":' * 60 + "1" + "}" * 60)}, 400, "filters"),
+    ({"knowledgeBaseId": 7, "query": "q"}, 400, "knowledgeBaseId"),
+    ({"agentId": {"x": 1}, "toolId": "t", "arguments": {}}, 400, "agentId"),
+])
+def test_kb_search_answers_every_bad_payload_in_the_envelope(lambda_client, api, payload, status, field):
+    payload = {"apiKey": api.key, **payload}
+    answer = invoke(lambda_client, json.loads(json.dumps(payload)))  # NaN travels as Python's json writes it
+    assert answer["success"] is False and answer["error"]["status"] == status, answer
+    assert field in answer["error"]["message"]
+
+
+def test_a_key_with_a_newline_is_ingested_like_any_file(api, kb, s3):
+    key = f"kb/{kb['id']}/notes\nline two.txt"
+    s3.put_object(Bucket=read_local_env().get("KB_BUCKET", BUCKET), Key=key,
+                  Body=b"The odd-named file talks about lighthouse keepers.")
+    doc, _ = wait_for_status(api, kb["id"], "notes\nline two.txt")
+    assert doc["status"] == "PROCESSED" and doc["chunks"] == 1
+    found = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": "lighthouse keepers"}).json()["data"]
+    assert found["results"][0]["source"] == "notes\nline two.txt"
