@@ -6,8 +6,8 @@ from chalice import Chalice
 
 from chalicelib.api import agents, documents, health, knowledge_bases, search
 from chalicelib.api.direct_invoke import handle_kb_search
-from chalicelib.documents import trigger
-from chalicelib.ingestion import reconcile, steps
+from chalicelib.documents import reconcile, trigger
+from chalicelib.ingestion import steps
 from chalicelib.storage import migrate as migrations
 
 app = Chalice(app_name="kb-service")
@@ -60,7 +60,7 @@ def pipeline_mark_failed(event, context):
 
 @app.lambda_function(name="pipeline_reconcile")
 def pipeline_reconcile(event, context):
-    return reconcile.reconcile_unfinished_documents(int((event or {}).get("minAgeSeconds", 60)))
+    return reconcile.reconcile(event)
 
 
 @app.lambda_function(name="kb_search")

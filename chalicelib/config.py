@@ -18,6 +18,7 @@ class Settings:
     redis_url: str
     bucket: str
     state_machine_arn: str
+    trigger_dlq_url: str
     embedding_provider: str
     query_cache_ttl_seconds: int
     default_chunk_tokens: int
@@ -38,6 +39,7 @@ def load_settings() -> Settings:
         redis_url=env.get("REDIS_URL", ""),
         bucket=env.get("KB_BUCKET", "kb-documents-local"),
         state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
+        trigger_dlq_url=env.get("TRIGGER_DLQ_URL", ""),
         embedding_provider=env.get("EMBEDDING_PROVIDER", "local"),
         query_cache_ttl_seconds=int(env.get("QUERY_CACHE_TTL_SECONDS", str(7 * 24 * 3600))),
         default_chunk_tokens=int(env.get("CHUNK_TOKENS", str(int(limits.CHUNK_TOKENS.default)))),

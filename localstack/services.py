@@ -123,6 +123,8 @@ def emulator_up() -> str:
         return emulator_url()
     env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(EMULATOR_PORT),
            "PERSIST_STATE": "1", "STATE_DIR": str(STATE / "ministack"),
+           # Object bodies too (PERSIST_STATE keeps the buckets' metadata only).
+           "S3_PERSIST": "1", "S3_DATA_DIR": str(STATE / "ministack" / "s3"),
            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
            "AWS_DEFAULT_REGION": "us-east-1",
            # Surplus Lambda workers (each may hold a model) go after a minute idle.

@@ -4,7 +4,7 @@ from chalice import Blueprint
 
 from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
-from chalicelib.api.views import document_view, entry_hit_view, entry_view, upload_view
+from chalicelib.api.views import document_view, entry_hit_view, entry_view, sync_view, upload_view
 from chalicelib.documents import entries, service, uploads
 from chalicelib.errors import Invalid
 from chalicelib.validate import int_field, string_field
@@ -71,6 +71,14 @@ def delete_document(principal, kb_id, doc_id):
 @authenticated(blueprint)
 def reindex_document(principal, kb_id, doc_id):
     return ok(document_view(service.reindex_document(principal, kb_id, doc_id)), status=202)
+
+
+@blueprint.route("/knowledge-bases/{kb_id}/sync", methods=["POST"])
+@authenticated(blueprint)
+def sync_documents(principal, kb_id):
+    """The bucket compared with the database: objects without a document are started,
+    changed ones started again, documents whose object is gone removed."""
+    return ok(sync_view(service.sync_documents(principal, kb_id)))
 
 
 @blueprint.route("/knowledge-bases/{kb_id}/entries", methods=["POST"])

@@ -5,6 +5,7 @@ from typing import Optional
 from chalicelib.agents import ToolRun
 from chalicelib.documents.entries import Entry, entry_url
 from chalicelib.documents.service import DOCUMENT_STATUSES
+from chalicelib.documents.sync import SyncReport
 from chalicelib.documents.uploads import Upload
 from chalicelib.retrieval import Passage, SearchResult
 
@@ -47,6 +48,11 @@ def document_view(row: dict) -> dict:
         "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),
         "processedAt": _iso(row["processed_at"]),
     }
+
+
+def sync_view(report: SyncReport) -> dict:
+    return {"knowledgeBaseId": report.knowledge_base_id, "added": report.added, "changed": report.changed,
+            "removed": report.removed, "unchanged": report.unchanged, "failed": report.failed}
 
 
 def upload_view(upload: Upload) -> dict:

@@ -3,6 +3,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Optional
 
+from chalicelib.errors import Transient
 from chalicelib.storage import connection, tenants
 
 KEY_PREFIX = "kbk_"
@@ -33,9 +34,18 @@ def issue_key(org_name: str, user_name: str) -> tuple[Principal, str]:
 def authenticate(key) -> Optional[Principal]:
     if not isinstance(key, str) or not key.startswith(KEY_PREFIX):
         return None
-    with connection() as conn:
-        row = tenants.find_principal(conn, hash_key(key))
+    try:
+        row = _find_principal(key)
+    except Transient:
+        # The first statement of every request: a warm worker's connection that a
+        # database restart broke fails here, and one fresh connection serves the rest.
+        row = _find_principal(key)
     return Principal(user_id=row["user_id"], org_id=row["org_id"]) if row else None
+
+
+def _find_principal(key: str) -> Optional[dict]:
+    with connection() as conn:
+        return tenants.find_principal(conn, hash_key(key))
 
 
 def bearer_token(authorization: Optional[str]) -> Optional[str]:

@@ -13,15 +13,16 @@ from chalicelib.storage import connection, documents, knowledge_bases
 logger = logging.getLogger(__name__)
 
 
-def start_ingestion(bucket: str, key: str, kb_id: str, size: Optional[int]) -> Optional[str]:
-    """The document's id, or None when the key names a knowledge base that is gone."""
+def start_ingestion(bucket: str, key: str, kb_id: str, size: Optional[int], *, attempt: int = 0) -> Optional[str]:
+    """The document's id, or None when the key names a knowledge base that is gone.
+    attempt counts the reconcile sweep's restarts of a run that ended without a verdict."""
     run_id = secrets.token_hex(8)
     with connection() as conn:
         if knowledge_bases.get_for_pipeline(conn, kb_id) is None:
             logger.warning("object %s names unknown knowledge base %s; ignored", key, kb_id)
             return None
         doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=key.rsplit("/", 1)[-1],
-                                       size_bytes=size, run_id=run_id)
+                                       size_bytes=size, run_id=run_id, run_attempts=attempt)
     state = RunState(document_id=doc["id"], kb_id=kb_id, bucket=bucket, key=key, run_id=run_id)
     execution = client("stepfunctions").start_execution(
         stateMachineArn=load_settings().state_machine_arn, name=f"{doc['id']}-{run_id}",

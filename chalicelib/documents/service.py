@@ -6,6 +6,7 @@ from chalicelib.auth import Principal
 from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.documents.runs import start_ingestion
+from chalicelib.documents.sync import SyncReport, sync_knowledge_base
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX
 from chalicelib.storage import connection, documents, knowledge_bases
@@ -53,3 +54,11 @@ def reindex_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
     start_ingestion(load_settings().bucket, doc["s3_key"], kb_id, doc["size_bytes"])
     with connection() as conn:
         return documents.get(conn, doc_id)
+
+
+def sync_documents(principal: Principal, kb_id: str) -> SyncReport:
+    """The bucket compared with the knowledge base's documents, now (see sync.py)."""
+    with connection() as conn:
+        if knowledge_bases.get_writable(conn, principal, kb_id) is None:
+            raise NotFound.thing("knowledge base", kb_id)
+    return sync_knowledge_base(kb_id)

@@ -3,16 +3,33 @@
 A sidecar `<key>.metadata.json` is not a document: it re-runs its document's
 ingestion, which picks the new metadata up without embedding anything again."""
 import logging
+import time
 
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, parse_document_key
-from chalicelib.errors import Invalid
+from chalicelib.errors import Invalid, Transient
 from chalicelib.storage import connection, documents
 from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
+
+
+# A database restart takes seconds: each record waits out about 15 s of it here
+# before the event fails to Lambda's own retries and then the dead-letter queue.
+RETRY_DELAYS_SECONDS = (1, 2, 4, 8)
+
+
+def _with_retries(action, *args):
+    for delay in (*RETRY_DELAYS_SECONDS, None):
+        try:
+            return action(*args)
+        except Transient:
+            if delay is None:
+                raise
+            logger.warning("database unavailable; retrying the S3 event in %d s", delay)
+            time.sleep(delay)
 
 
 def handle_s3_event(event: dict) -> dict:
@@ -32,15 +49,19 @@ def handle_s3_event(event: dict) -> dict:
         kb_id, _ = parsed
         bucket = record.s3.bucket.name
         if key.endswith(SIDECAR_SUFFIX):
-            doc_id = restart_for_sidecar(bucket, kb_id, key[: -len(SIDECAR_SUFFIX)])
+            doc_id = _with_retries(restart_for_sidecar, bucket, kb_id, key[: -len(SIDECAR_SUFFIX)])
         elif record.event_name.startswith("ObjectRemoved"):
-            with connection() as conn:
-                deleted += documents.delete_by_key(conn, kb_id, key)
+            deleted += _with_retries(_delete_by_key, kb_id, key)
             continue
         else:
-            doc_id = start_ingestion(bucket, key, kb_id, record.s3.get_object.get("size"))
+            doc_id = _with_retries(start_ingestion, bucket, key, kb_id, record.s3.get_object.get("size"))
         if doc_id:
             started.append(doc_id)
         else:
             skipped += 1
     return {"started": started, "deleted": deleted, "skipped": skipped}
+
+
+def _delete_by_key(kb_id: str, key: str) -> int:
+    with connection() as conn:
+        return documents.delete_by_key(conn, kb_id, key)

@@ -44,7 +44,16 @@ def read_bytes(bucket: str, key: str) -> bytes:
 
 
 def head(bucket: str, key: str) -> dict:
-    return client("s3").head_object(Bucket=bucket, Key=key)
+    """HeadObject; a missing object is an IngestionError OBJECT_MISSING (the file was
+    deleted after its run started), not a fault to retry."""
+    from chalicelib.ingestion.errors import IngestionError
+
+    try:
+        return client("s3").head_object(Bucket=bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            raise IngestionError("OBJECT_MISSING", "the file is no longer in the bucket") from None
+        raise
 
 
 def read_sidecar_metadata(bucket: str, key: str) -> dict:

@@ -12,21 +12,23 @@ from chalicelib.storage import chunks
 
 DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
-    step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title"""
+    step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title,
+    run_attempts, execution_arn"""
 
 
 def upsert_pending(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filename: str,
-                   size_bytes: Optional[int], run_id: Optional[str] = None) -> dict:
+                   size_bytes: Optional[int], run_id: Optional[str] = None, run_attempts: int = 0) -> dict:
     """The document for an S3 key, now PENDING and owned by run_id, its step timings
     reset for the new run. Its chunks stay searchable until a run replaces them."""
     return conn.execute(
-        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id)"
-        " VALUES (%s, %s, %s, %s, %s, %s)"
+        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id, run_attempts)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (kb_id, s3_key) DO UPDATE SET status = 'PENDING', size_bytes = EXCLUDED.size_bytes,"
-        "   current_run_id = EXCLUDED.current_run_id, error_code = NULL, error_message = NULL,"
+        "   current_run_id = EXCLUDED.current_run_id, run_attempts = EXCLUDED.run_attempts,"
+        "   execution_arn = NULL, error_code = NULL, error_message = NULL,"
         "   step_durations = '{}'::jsonb, updated_at = now()"
         f" RETURNING {DOC_COLUMNS}",
-        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id),
+        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id, run_attempts),
     ).fetchone()
 
 
@@ -130,9 +132,32 @@ def mark_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str, m
 
 
 def unfinished(conn: psycopg.Connection, min_age_seconds: int) -> list[dict]:
+    """Runs to look at: PENDING or PROCESSING under a run (whose execution may never
+    have started), untouched for min_age_seconds doubled per restart already made
+    (the backoff between restarts)."""
     return conn.execute(
-        "SELECT id, execution_arn, current_run_id FROM documents"
-        " WHERE status IN ('PENDING', 'PROCESSING') AND execution_arn IS NOT NULL"
-        " AND updated_at < now() - make_interval(secs => %s) ORDER BY updated_at LIMIT 500",
+        f"SELECT {DOC_COLUMNS} FROM documents"
+        " WHERE status IN ('PENDING', 'PROCESSING') AND current_run_id IS NOT NULL"
+        " AND updated_at < now() - make_interval(secs => %s * power(2, run_attempts))"
+        " ORDER BY updated_at LIMIT 500",
         (min_age_seconds,),
     ).fetchall()
+
+
+def expire_registrations(conn: psycopg.Connection, older_than_seconds: int) -> list[str]:
+    """Uploads registered through the API whose bytes never came (no run ever
+    started) end FAILED UPLOAD_EXPIRED; returns their ids."""
+    return [r["id"] for r in conn.execute(
+        "UPDATE documents SET status = 'FAILED', error_code = 'UPLOAD_EXPIRED',"
+        " error_message = 'the file was not uploaded before its upload URL expired; register it again',"
+        " updated_at = now()"
+        " WHERE status = 'PENDING' AND kind = 'file' AND current_run_id IS NULL AND execution_arn IS NULL"
+        " AND updated_at < now() - make_interval(secs => %s) RETURNING id",
+        (older_than_seconds,),
+    ).fetchall()]
+
+
+def files_in(conn: psycopg.Connection, kb_id: str) -> list[dict]:
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s AND kind = 'file'",
+                        (kb_id,)).fetchall()
+

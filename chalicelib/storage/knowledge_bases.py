@@ -122,3 +122,8 @@ def get_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Optional[dict]:
     return conn.execute(
         f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %s", (kb_id,)
     ).fetchone()
+
+
+def all_ids(conn: psycopg.Connection) -> list[str]:
+    """Every knowledge base, unscoped (the hourly sync walks them all)."""
+    return [r["id"] for r in conn.execute("SELECT id FROM knowledge_bases ORDER BY id").fetchall()]

@@ -230,25 +230,29 @@ def test_a_fault_in_store_is_retried_without_duplicate_chunks(api, s3, kb, db, l
     assert failed_tasks, "the first Store attempt should have failed and been retried"
 
 
-def test_a_document_whose_run_ended_does_not_stay_processing(api, s3, kb, db, lambda_client):
-    finished = _put_and_wait(api, s3, kb, "reconcile/done.txt", b"A finished run about kites.")
-    arn = db.execute("SELECT execution_arn FROM documents WHERE id = %s", (finished["id"],)).fetchone()["execution_arn"]
-    stuck = {}
-    for name, execution in (("stuck.txt", arn), ("lost.txt", arn.rsplit(":", 1)[0] + ":no-such-run")):
-        row = db.execute(
-            "INSERT INTO documents (id, kb_id, s3_key, filename, status, execution_arn, current_run_id, updated_at)"
-            " VALUES (%s, %s, %s, %s, 'PROCESSING', %s, 'r1', now() - interval '10 minutes') RETURNING id",
-            (f"doc_stuck{secrets_hex()}", kb["id"], f"kb/{kb['id']}/reconcile/{name}", name, execution)).fetchone()
-        stuck[name] = row["id"]
+def test_a_run_that_ended_without_a_verdict_is_restarted_then_given_up(api, s3, kb, db, lambda_client):
+    """An emulator or Lambda restart ends executions mid-run: the sweep starts the
+    document again (it ends PROCESSED); after MAX_RUN_ATTEMPTS restarts it gives up."""
+    from chalicelib.documents.reconcile import MAX_RUN_ATTEMPTS
+
+    revived = _put_and_wait(api, s3, kb, "reconcile/revived.txt", b"A revived run about kites.")
+    arn = db.execute("SELECT execution_arn FROM documents WHERE id = %s", (revived["id"],)).fetchone()["execution_arn"]
+    db.execute("UPDATE documents SET status = 'PROCESSING', current_run_id = 'r-ended', indexed_hash = NULL,"
+               " updated_at = now() - interval '10 minutes' WHERE id = %s", (revived["id"],))
+    hopeless = db.execute(
+        "INSERT INTO documents (id, kb_id, s3_key, filename, status, execution_arn, current_run_id, run_attempts,"
+        " updated_at) VALUES (%s, %s, %s, 'lost.txt', 'PROCESSING', %s, 'r1', %s, now() - interval '1 day')"
+        " RETURNING id", (f"doc_stuck{secrets_hex()}", kb["id"], f"kb/{kb['id']}/reconcile/lost.txt",
+                          arn.rsplit(":", 1)[0] + ":no-such-run", MAX_RUN_ATTEMPTS)).fetchone()["id"]
     answer = lambda_client.invoke(FunctionName="kb-service-pipeline-reconcile",
                                   Payload=json.dumps({"minAgeSeconds": 60}).encode())
-    result = json.loads(answer["Payload"].read())
-    assert set(stuck.values()) <= set(result["failed"]), result
-    for doc_id in stuck.values():
-        row = db.execute("SELECT status, error_code FROM documents WHERE id = %s", (doc_id,)).fetchone()
-        assert (row["status"], row["error_code"]) == ("FAILED", "EXECUTION_ENDED")
-    # A document whose run is still fresh or succeeded is left alone.
-    assert wait_for_status(api, kb["id"], "done.txt")[0]["status"] == "PROCESSED"
+    runs = json.loads(answer["Payload"].read())["runs"]
+    assert revived["id"] in runs["restarted"] and hopeless in runs["failed"], runs
+    doc, _ = wait_for_status(api, kb["id"], "revived.txt")
+    assert doc["status"] == "PROCESSED" and doc["chunks"] == 1
+    assert db.execute("SELECT run_attempts FROM documents WHERE id = %s", (revived["id"],)).fetchone()["run_attempts"] == 1
+    row = db.execute("SELECT status, error_code FROM documents WHERE id = %s", (hopeless,)).fetchone()
+    assert (row["status"], row["error_code"]) == ("FAILED", "EXECUTION_ENDED")
 
 
 def secrets_hex() -> str:

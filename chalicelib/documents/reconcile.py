@@ -1,0 +1,115 @@
+"""The sweep that keeps every document moving toward a verdict. On a schedule:
+- a run that ended without one (an emulator or Lambda restart, a lost execution) is
+  started again, up to MAX_RUN_ATTEMPTS with a doubling wait, then FAILED EXECUTION_ENDED;
+- an upload registered through the API whose bytes never came ends FAILED UPLOAD_EXPIRED;
+- S3 events the trigger could not handle (its dead-letter queue) are replayed;
+- hourly, and on demand per knowledge base, the bucket is compared with the database."""
+import json
+import logging
+
+from botocore.exceptions import ClientError
+
+from chalicelib import limits
+from chalicelib.aws import client
+from chalicelib.config import load_settings
+from chalicelib.documents.runs import start_ingestion
+from chalicelib.documents.sync import sync_knowledge_base
+from chalicelib.documents.trigger import handle_s3_event
+from chalicelib.storage import connection, documents, knowledge_bases
+
+logger = logging.getLogger(__name__)
+ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+MAX_RUN_ATTEMPTS = 3
+# A presigned URL is good for PRESIGNED_EXPIRY_SECONDS; a PUT begun just before
+# the end still needs time to land and notify.
+REGISTRATION_GRACE_SECONDS = 120
+
+
+def reconcile(event: dict) -> dict:
+    event = event if isinstance(event, dict) else {}
+    report = {"runs": reconcile_unfinished_documents(int(event.get("minAgeSeconds", 60))),
+              "expired": expire_registrations(),
+              "deadLetters": replay_dead_letters()}
+    if event.get("sync"):
+        report["sync"] = sync_all()
+    return report
+
+
+def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
+    sfn = client("stepfunctions")
+    restarted, failed = [], []
+    with connection() as conn:
+        candidates = documents.unfinished(conn, min_age_seconds)
+    for doc in candidates:
+        status = _execution_status(sfn, doc["execution_arn"])
+        if status not in ENDED and status != "MISSING":
+            continue  # still running
+        if doc["run_attempts"] < MAX_RUN_ATTEMPTS:
+            if start_ingestion(load_settings().bucket, doc["s3_key"], doc["kb_id"], doc["size_bytes"],
+                               attempt=doc["run_attempts"] + 1):
+                restarted.append(doc["id"])
+            continue
+        with connection() as conn:
+            if documents.mark_failed(conn, doc["id"], doc["current_run_id"], "EXECUTION_ENDED",
+                                     f"the ingestion run ended ({status}) without finishing the document,"
+                                     f" {MAX_RUN_ATTEMPTS + 1} times"):
+                failed.append(doc["id"])
+    if restarted or failed:
+        logger.warning("runs without a verdict: restarted %s, failed %s", restarted, failed)
+    return {"checked": len(candidates), "restarted": restarted, "failed": failed}
+
+
+def _execution_status(sfn, execution_arn) -> str:
+    if not execution_arn:
+        return "MISSING"  # the run's StartExecution never succeeded
+    try:
+        return sfn.describe_execution(executionArn=execution_arn)["status"]
+    except ClientError as err:
+        if err.response["Error"]["Code"] != "ExecutionDoesNotExist":
+            raise
+        return "MISSING"
+
+
+def expire_registrations() -> list[str]:
+    with connection() as conn:
+        expired = documents.expire_registrations(
+            conn, limits.PRESIGNED_EXPIRY_SECONDS + REGISTRATION_GRACE_SECONDS)
+    if expired:
+        logger.warning("uploads that never came: %s", expired)
+    return expired
+
+
+def replay_dead_letters(max_messages: int = 100) -> dict:
+    """Each message holds the S3 event the trigger failed on (Lambda's OnFailure
+    record: {"requestPayload": …}); it is deleted once the event is handled."""
+    url = load_settings().trigger_dlq_url
+    if not url:
+        return {"replayed": 0, "left": 0}
+    sqs, replayed, left = client("sqs"), 0, 0
+    while replayed + left < max_messages:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                       VisibilityTimeout=60).get("Messages", [])
+        if not messages:
+            break
+        for message in messages:
+            try:
+                record = json.loads(message["Body"])
+                handle_s3_event(record.get("requestPayload", record))
+            except Exception:  # kept for the next sweep; SQS's retention bounds it
+                logger.exception("could not replay a dead-lettered S3 event")
+                left += 1
+                continue
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            replayed += 1
+    return {"replayed": replayed, "left": left}
+
+
+def sync_all() -> dict:
+    with connection() as conn:
+        kb_ids = knowledge_bases.all_ids(conn)
+    totals = {"knowledgeBases": len(kb_ids), "added": 0, "changed": 0, "removed": 0}
+    for kb_id in kb_ids:
+        report = sync_knowledge_base(kb_id)
+        for name in ("added", "changed", "removed"):
+            totals[name] += getattr(report, name)
+    return totals

@@ -1,0 +1,120 @@
+"""Faults injected for real on the local stack: nothing lost, nothing stuck. The
+database is stopped while files are dropped, the emulator is restarted, uploads are
+registered and never sent, S3 events are dead-lettered, and objects and rows drift apart."""
+import json
+import secrets
+import time
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from localstack import services
+from tests.e2e.conftest import find_document, wait_for_status
+
+BUCKET = "kb-documents-local"
+RECONCILE = "kb-service-pipeline-reconcile"
+
+
+@pytest.fixture(scope="module")
+def kb(api):
+    return api.call("POST", "/knowledge-bases", {"name": "Faults", "description": ""}).json()["data"]
+
+
+@pytest.fixture(scope="module")
+def db(local_env):
+    with psycopg.connect(local_env["DATABASE_URL"], autocommit=True, row_factory=dict_row) as conn:
+        yield conn
+
+
+def _reconcile(lambda_client, **event) -> dict:
+    answer = lambda_client.invoke(FunctionName=RECONCILE, Payload=json.dumps(event).encode())
+    assert "FunctionError" not in answer, answer["Payload"].read()
+    return json.loads(answer["Payload"].read())
+
+
+def _chunk_count(db, doc_id: str) -> int:
+    return db.execute("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc_id,)).fetchone()["n"]
+
+
+def test_files_dropped_while_the_database_is_down_all_become_documents(api, kb, s3, lambda_client, local_env):
+    names = [f"outage-{i}.txt" for i in range(3)]
+    services.postgres_down()
+    try:
+        for i, name in enumerate(names):
+            s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/{name}",
+                          Body=f"Outage file {i} describes the tide tables of harbour {i}.".encode())
+        time.sleep(40)  # longer than the trigger's own retries: events go to the dead letters
+    finally:
+        services.postgres_up()
+    report = _reconcile(lambda_client, minAgeSeconds=0, sync=True)
+    print("after the outage:", json.dumps(report))
+    assert report["deadLetters"]["left"] == 0, report
+    with psycopg.connect(local_env["DATABASE_URL"], autocommit=True, row_factory=dict_row) as db:
+        for name in names:
+            doc, _ = wait_for_status(api, kb["id"], name, timeout=180)
+            assert doc["status"] == "PROCESSED" and doc["chunks"] == 1 == _chunk_count(db, doc["id"])
+        assert db.execute("SELECT count(*) AS n FROM documents WHERE kb_id = %s AND filename LIKE 'outage-%%'",
+                          (kb["id"],)).fetchone()["n"] == 3  # nothing duplicated
+
+
+def test_a_dead_lettered_s3_event_is_replayed(api, kb, s3, lambda_client, aws, local_env, db):
+    key = f"kb/{kb['id']}/dead-letter.txt"
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"The dead letter office returns undeliverable mail.")
+    doc, _ = wait_for_status(api, kb["id"], "dead-letter.txt")
+    db.execute("DELETE FROM documents WHERE id = %s", (doc["id"],))  # as if the trigger never got through
+    sqs = aws.client("sqs", endpoint_url=local_env["AWS_ENDPOINT_URL"])
+    url = sqs.get_queue_url(QueueName="kb-service-s3-trigger-dead-letters")["QueueUrl"]
+    event = {"Records": [{"eventName": "ObjectCreated:Put", "s3": {
+        "bucket": {"name": BUCKET}, "object": {"key": key.replace(" ", "+"), "size": 51}}}]}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"requestContext": {"condition": "RetriesExhausted"},
+                                                           "requestPayload": event}))
+    report = _reconcile(lambda_client)
+    assert report["deadLetters"]["replayed"] >= 1 and report["deadLetters"]["left"] == 0, report
+    doc, _ = wait_for_status(api, kb["id"], "dead-letter.txt")
+    assert doc["status"] == "PROCESSED"
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+
+
+def test_sync_adds_what_the_database_misses_and_removes_what_the_bucket_lost(api, kb, s3, db):
+    s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/sync-kept.txt", Body=b"Sync keeps the lighthouse log.")
+    kept, _ = wait_for_status(api, kb["id"], "sync-kept.txt")
+    db.execute("DELETE FROM documents WHERE id = %s", (kept["id"],))  # the object has no document now
+    db.execute("INSERT INTO documents (id, kb_id, s3_key, filename, status, current_run_id)"
+               " VALUES (%s, %s, %s, 'ghost.txt', 'PROCESSED', 'r0')",
+               (f"doc_ghost{secrets.token_hex(6)}", kb["id"], f"kb/{kb['id']}/ghost.txt"))  # its object is gone
+    answer = api.call("POST", f"/knowledge-bases/{kb['id']}/sync")
+    assert answer.status_code == 200, answer.text
+    report = answer.json()["data"]
+    assert report["added"] == 1 and report["removed"] == 1 and report["knowledgeBaseId"] == kb["id"], report
+    assert wait_for_status(api, kb["id"], "sync-kept.txt")[0]["status"] == "PROCESSED"
+    assert find_document(api, kb["id"], "ghost.txt") is None
+    again = api.call("POST", f"/knowledge-bases/{kb['id']}/sync").json()["data"]
+    assert again["added"] == again["removed"] == 0  # nothing left to fix
+
+
+def test_sync_is_refused_for_a_knowledge_base_the_caller_cannot_write(stranger, kb):
+    answer = stranger.call("POST", f"/knowledge-bases/{kb['id']}/sync")
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_a_registered_upload_that_never_comes_expires(api, kb, db, lambda_client):
+    registered = api.call("POST", f"/knowledge-bases/{kb['id']}/documents",
+                          {"filename": "never-sent.txt", "size": 10}).json()["data"]["document"]
+    assert registered["status"] == "PENDING"
+    assert registered["id"] not in _reconcile(lambda_client)["expired"]  # its URL is still good
+    db.execute("UPDATE documents SET updated_at = now() - interval '1 hour' WHERE id = %s", (registered["id"],))
+    assert registered["id"] in _reconcile(lambda_client)["expired"]
+    doc = find_document(api, kb["id"], "never-sent.txt")
+    assert (doc["status"], doc["error"]["code"]) == ("FAILED", "UPLOAD_EXPIRED")
+
+
+def test_objects_survive_an_emulator_restart(api, kb, s3):
+    s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/survivor.txt", Body=b"The survivor keeps the bell rope.")
+    assert wait_for_status(api, kb["id"], "survivor.txt")[0]["status"] == "PROCESSED"
+    services.emulator_down()
+    services.emulator_up()
+    body = s3.get_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/survivor.txt")["Body"].read()
+    assert body == b"The survivor keeps the bell rope."
+    found = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": "bell rope"}).json()["data"]
+    assert found["results"][0]["source"] == "survivor.txt"
