@@ -3,8 +3,16 @@ code talks to AWS, ministack or LocalStack."""
 from functools import lru_cache
 
 import boto3
+from botocore.config import Config
 
 
 @lru_cache(maxsize=None)
 def client(service: str):
     return boto3.client(service)
+
+
+@lru_cache(maxsize=1)
+def s3_presigner():
+    """SigV4 presigning: the URL then signs the Content-Length and Content-Type it was
+    issued for, so S3 refuses a PUT of other bytes (SigV2 URLs sign neither)."""
+    return boto3.client("s3", config=Config(signature_version="s3v4"))

@@ -58,7 +58,8 @@ def sync_view(report: SyncReport) -> dict:
 def upload_view(upload: Upload) -> dict:
     answer = {"document": document_view(upload.document)}
     if upload.put is not None:
-        answer["upload"] = {"method": "PUT", "headers": {"Content-Type": upload.put.content_type},
+        answer["upload"] = {"method": "PUT", "headers": {"Content-Type": upload.put.content_type,
+                                                         "Content-Length": str(upload.put.size)},
                             "expiresIn": upload.put.expires_in, "url": upload.put.url}
     return answer
 

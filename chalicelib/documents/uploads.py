@@ -10,7 +10,7 @@ from typing import Optional
 
 from chalicelib import limits
 from chalicelib.auth import Principal
-from chalicelib.aws import client
+from chalicelib.aws import client, s3_presigner
 from chalicelib.config import load_settings
 from chalicelib.errors import Invalid, NotFound, TooLarge, Unsupported
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
@@ -36,8 +36,10 @@ class UploadRequest:
 
 @dataclass(frozen=True)
 class PresignedPut:
+    """A PUT of exactly `size` bytes of `content_type`: the URL signs both."""
     url: str
     content_type: str
+    size: int
     expires_in: int
 
 
@@ -105,6 +107,7 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
         s3.put_object(Bucket=settings.bucket, Key=key, Body=raw, ContentType=content_type)
         return Upload(document=doc, put=None)
     expires = limits.PRESIGNED_EXPIRY_SECONDS
-    url = s3.generate_presigned_url("put_object", ExpiresIn=expires, Params={
-        "Bucket": settings.bucket, "Key": key, "ContentType": content_type})
-    return Upload(document=doc, put=PresignedPut(url=url, content_type=content_type, expires_in=expires))
+    url = s3_presigner().generate_presigned_url("put_object", ExpiresIn=expires, Params={
+        "Bucket": settings.bucket, "Key": key, "ContentType": content_type, "ContentLength": size})
+    return Upload(document=doc, put=PresignedPut(url=url, content_type=content_type, size=size,
+                                                 expires_in=expires))

@@ -2,6 +2,7 @@
 import functools
 import json
 import logging
+import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
@@ -52,10 +53,29 @@ def open_connection(url: str) -> psycopg.Connection:
     return conn
 
 
+# A connection idle this long is pinged before use: a database restart (or a proxy's
+# idle timeout) meanwhile would otherwise fail the next request's first statement.
+# One round trip, only after a pause; a busy worker skips it.
+IDLE_PING_SECONDS = 10.0
+_last_used = 0.0
+
+
+def _alive(conn: psycopg.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
 def _current(url: Optional[str] = None) -> psycopg.Connection:
-    global _conn
-    if _conn is None or _conn.closed or _conn.broken:
+    global _conn, _last_used
+    stale = _conn is not None and time.monotonic() - _last_used > IDLE_PING_SECONDS and not _alive(_conn)
+    if _conn is None or _conn.closed or _conn.broken or stale:
+        if stale:
+            reset()
         _conn = open_connection(url or database_conninfo())
+    _last_used = time.monotonic()
     return _conn
 
 

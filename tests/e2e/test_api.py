@@ -86,6 +86,11 @@ def test_presigned_upload(api, kb):
                       {"filename": "direct.txt", "contentType": "text/plain", "size": len(text)})
     assert answer.status_code == 201, answer.text
     upload = answer.json()["data"]["upload"]
+    assert upload["headers"] == {"Content-Type": "text/plain", "Content-Length": str(len(text))}
+    # The URL is bound to the declared size and type: other bytes are refused by S3.
+    for data, content_type in ((text + b" And more.", "text/plain"), (text, "application/pdf")):
+        refused = requests.put(upload["url"], data=data, headers={"Content-Type": content_type}, timeout=30)
+        assert refused.status_code == 403, (content_type, len(data), refused.text[:200])
     put = requests.put(upload["url"], data=text, headers=upload["headers"], timeout=30)
     assert put.status_code == 200, put.text
     done, _ = wait_for_status(api, kb["id"], "direct.txt")
