@@ -75,7 +75,7 @@ def int_field(value: Any, name: str, bounds: limits.Range, *, default=None, whol
     accepts 2.0 for 2: JSON-schema "number" parameters that LLMs fill in."""
     if value is None:
         return int(bounds.default if default is None else default)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdecimal():  # not isdigit: int("²") fails
         value = int(value)
     if whole_floats and isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -3,7 +3,7 @@ result the model reads; a deleted knowledge base is a readable failure, not a cr
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.agents.tools import KNOWLEDGE_BASE, PARAMETERS
+from chalicelib.agents.tools import KNOWLEDGE_BASE, PARAMETERS, check_defaults
 from chalicelib.auth import Principal
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.retrieval import SearchRequest, SearchResult, parse_search_request, search
@@ -26,8 +26,12 @@ def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
         raise Invalid.field(sorted(unknown)[0], f"is not a parameter of {tool['name']}", code="INVALID_ARGUMENTS")
     config = tool.get("config") or {}
     try:
-        return parse_search_request([kb_id], arguments, top_k_default=config.get("defaultTopK"),
-                                    min_score_default=config.get("defaultMinScore"), whole_floats=True)
+        top_k, min_score = check_defaults(config.get("defaultTopK"), config.get("defaultMinScore"))
+    except Invalid:  # a tool stored before its defaults were checked: the service's own
+        top_k, min_score = None, None
+    try:
+        return parse_search_request([kb_id], arguments, top_k_default=top_k, min_score_default=min_score,
+                                    whole_floats=True)
     except Invalid as err:
         raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
 

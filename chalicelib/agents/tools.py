@@ -97,12 +97,11 @@ def check_tools_array(tools) -> list[dict]:
         tool.setdefault("id", f"tool_{secrets.token_hex(8)}")
         if not isinstance(tool["id"], str) or tool["id"] in ids:
             raise Invalid.field(f"{where}.id", "must be a unique string")
-        description = tool.get("description", "")
-        if not isinstance(description, str) or len(description) > limits.TOOL_DESCRIPTION_MAX_CHARS:
-            raise Invalid.field(f"{where}.description", f"must be a string of at most"
-                                                        f" {limits.TOOL_DESCRIPTION_MAX_CHARS} characters")
-        if "schema" in tool and not (isinstance(tool["schema"], dict) and tool["schema"].get("type") == "object"):
-            raise Invalid.field(f"{where}.schema", 'must be a JSON schema object ({"type": "object", …})')
+        description = tool.get("description")
+        if description is not None and not isinstance(description, str):
+            raise Invalid.field(f"{where}.description", "must be a string")
+        if tool.get("schema") is not None and not isinstance(tool["schema"], dict):
+            raise Invalid.field(f"{where}.schema", "must be a JSON schema object")
         if tool["type"] == KNOWLEDGE_BASE:
             tools[index] = tool = _knowledge_base_tool_from(tool, where)
         names.add(tool["name"])
@@ -121,7 +120,7 @@ def _knowledge_base_tool_from(tool: dict, where: str) -> dict:
     except Invalid as err:
         raise Invalid(f"{where}.config.{err.message}") from None
     return knowledge_base_tool(kb_id=config["knowledgeBaseId"], kb_name=str(config.get("knowledgeBaseName") or ""),
-                               name=tool["name"], description=tool.get("description", ""), top_k=top_k,
+                               name=tool["name"], description=tool.get("description") or "", top_k=top_k,
                                min_score=min_score, tool_id=tool["id"])
 
 

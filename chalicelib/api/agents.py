@@ -88,6 +88,9 @@ def edit_knowledge_base_tool(principal, agent_id, tool_id):
     refuse_unknown(body, TOOL_FIELDS, f"cannot be changed; use {', '.join(sorted(TOOL_FIELDS))}")
     if not body:
         raise Invalid.field("body", f"send at least one of {', '.join(sorted(TOOL_FIELDS))}")
+    for name in ("defaultTopK", "defaultMinScore"):
+        if name in body and body[name] is None:
+            raise Invalid.field(name, "must be a number")
     changes = dict(body)
     if "toolName" in body:
         changes["toolName"] = string_field(body, "toolName", required=True, max_length=limits.NAME_MAX_CHARS)

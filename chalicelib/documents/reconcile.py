@@ -12,9 +12,10 @@ from botocore.exceptions import ClientError
 from chalicelib import limits
 from chalicelib.aws import client
 from chalicelib.config import load_settings
-from chalicelib.documents.runs import start_ingestion
+from chalicelib.documents.runs import restart_run
 from chalicelib.documents.sync import sync_knowledge_base
 from chalicelib.documents.trigger import handle_s3_event
+from chalicelib.ingestion import objects
 from chalicelib.storage import connection, documents, knowledge_bases
 
 logger = logging.getLogger(__name__)
@@ -26,12 +27,19 @@ REGISTRATION_GRACE_SECONDS = 120
 
 
 def reconcile(event: dict) -> dict:
+    """Each part runs whatever another one meets (a fault in one is logged and reported)."""
     event = event if isinstance(event, dict) else {}
-    report = {"runs": reconcile_unfinished_documents(int(event.get("minAgeSeconds", 60))),
-              "expired": expire_registrations(),
-              "deadLetters": replay_dead_letters()}
+    parts = {"runs": lambda: reconcile_unfinished_documents(int(event.get("minAgeSeconds", 60))),
+             "expired": expire_registrations, "deadLetters": replay_dead_letters}
     if event.get("sync"):
-        report["sync"] = sync_all()
+        parts["sync"] = sync_all
+    report = {}
+    for name, part in parts.items():
+        try:
+            report[name] = part()
+        except Exception as exc:
+            logger.exception("reconcile: %s failed", name)
+            report[name] = {"error": type(exc).__name__}
     return report
 
 
@@ -41,19 +49,21 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
     with connection() as conn:
         candidates = documents.unfinished(conn, min_age_seconds)
     for doc in candidates:
-        status = _execution_status(sfn, doc["execution_arn"])
-        if status not in ENDED and status != "MISSING":
-            continue  # still running
-        if doc["run_attempts"] < MAX_RUN_ATTEMPTS:
-            if start_ingestion(load_settings().bucket, doc["s3_key"], doc["kb_id"], doc["size_bytes"],
-                               attempt=doc["run_attempts"] + 1):
-                restarted.append(doc["id"])
-            continue
-        with connection() as conn:
-            if documents.mark_failed(conn, doc["id"], doc["current_run_id"], "EXECUTION_ENDED",
-                                     f"the ingestion run ended ({status}) without finishing the document,"
-                                     f" {MAX_RUN_ATTEMPTS + 1} times"):
-                failed.append(doc["id"])
+        try:
+            status = _execution_status(sfn, doc["execution_arn"])
+            if status not in ENDED and status != "MISSING":
+                continue  # still running
+            if doc["run_attempts"] < MAX_RUN_ATTEMPTS:
+                if restart_run(load_settings().bucket, doc, attempt=doc["run_attempts"] + 1):
+                    restarted.append(doc["id"])
+                continue
+            with connection() as conn:
+                if documents.mark_failed(conn, doc["id"], doc["current_run_id"], "EXECUTION_ENDED",
+                                         f"the ingestion run ended ({status}) without finishing the document,"
+                                         f" {MAX_RUN_ATTEMPTS + 1} times"):
+                    failed.append(doc["id"])
+        except Exception:  # one document's fault must not hold up the others
+            logger.exception("reconcile: document %s", doc["id"])
     if restarted or failed:
         logger.warning("runs without a verdict: restarted %s, failed %s", restarted, failed)
     return {"checked": len(candidates), "restarted": restarted, "failed": failed}
@@ -71,9 +81,21 @@ def _execution_status(sfn, execution_arn) -> str:
 
 
 def expire_registrations() -> list[str]:
+    """A registration whose bytes did arrive (their S3 event was lost) is ingested
+    instead of expired."""
+    bucket, expired = load_settings().bucket, []
     with connection() as conn:
-        expired = documents.expire_registrations(
-            conn, limits.PRESIGNED_EXPIRY_SECONDS + REGISTRATION_GRACE_SECONDS)
+        stale = documents.stale_registrations(conn, limits.PRESIGNED_EXPIRY_SECONDS + REGISTRATION_GRACE_SECONDS)
+    for doc in stale:
+        try:
+            if objects.exists(bucket, doc["s3_key"]):
+                restart_run(bucket, doc, attempt=0)
+                continue
+            with connection() as conn:
+                if documents.mark_upload_expired(conn, doc["id"]):
+                    expired.append(doc["id"])
+        except Exception:
+            logger.exception("reconcile: registration %s", doc["id"])
     if expired:
         logger.warning("uploads that never came: %s", expired)
     return expired
@@ -109,7 +131,11 @@ def sync_all() -> dict:
         kb_ids = knowledge_bases.all_ids(conn)
     totals = {"knowledgeBases": len(kb_ids), "added": 0, "changed": 0, "removed": 0}
     for kb_id in kb_ids:
-        report = sync_knowledge_base(kb_id)
+        try:
+            report = sync_knowledge_base(kb_id)
+        except Exception:
+            logger.exception("sync: knowledge base %s", kb_id)
+            continue
         for name in ("added", "changed", "removed"):
             totals[name] += getattr(report, name)
     return totals

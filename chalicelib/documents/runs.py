@@ -23,13 +23,30 @@ def start_ingestion(bucket: str, key: str, kb_id: str, size: Optional[int], *, a
             return None
         doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=key.rsplit("/", 1)[-1],
                                        size_bytes=size, run_id=run_id, run_attempts=attempt)
-    state = RunState(document_id=doc["id"], kb_id=kb_id, bucket=bucket, key=key, run_id=run_id)
+    _start_execution(bucket, doc, run_id)
+    return doc["id"]
+
+
+def restart_run(bucket: str, doc: dict, *, attempt: int) -> bool:
+    """A new run for a document read under doc["current_run_id"], only if that run
+    still owns it; False when something else started one meanwhile."""
+    run_id = secrets.token_hex(8)
+    with connection() as conn:
+        claimed = documents.claim_run(conn, doc["id"], expected_run_id=doc["current_run_id"], run_id=run_id,
+                                      run_attempts=attempt)
+    if claimed is None:
+        return False
+    _start_execution(bucket, claimed, run_id)
+    return True
+
+
+def _start_execution(bucket: str, doc: dict, run_id: str) -> None:
+    state = RunState(document_id=doc["id"], kb_id=doc["kb_id"], bucket=bucket, key=doc["s3_key"], run_id=run_id)
     execution = client("stepfunctions").start_execution(
         stateMachineArn=load_settings().state_machine_arn, name=f"{doc['id']}-{run_id}",
         input=json.dumps(state.to_json()))
     with connection() as conn:
-        documents.set_execution(conn, doc["id"], execution["executionArn"])
-    return doc["id"]
+        documents.set_execution(conn, doc["id"], run_id, execution["executionArn"])
 
 
 def restart_for_sidecar(bucket: str, kb_id: str, document_key: str) -> Optional[str]:

@@ -4,11 +4,11 @@ than its document's last run is started again (changed), a document whose object
 is gone is deleted (removed). The pipeline's content hash makes a false "changed"
 cheap: the same bytes are not embedded again."""
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from chalicelib.aws import client
 from chalicelib.config import load_settings
-from chalicelib.documents.runs import start_ingestion
+from chalicelib.documents.runs import restart_run, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, knowledge_base_prefix, parse_document_key
 from chalicelib.storage import connection, documents
 
@@ -16,6 +16,9 @@ IN_FLIGHT = ("PENDING", "PROCESSING")
 # S3's and the database's clocks: an object written this close to a run's start
 # counts as older (a repeated run costs a hash comparison, a missed one a stale index).
 CLOCK_MARGIN = timedelta(seconds=2)
+# A document touched this recently is never removed: its object may be landing
+# (the listing is a moment old) or its ObjectRemoved event may still be on its way.
+REMOVE_AFTER = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -45,27 +48,34 @@ def _objects(bucket: str, kb_id: str) -> dict[str, dict]:
     return found
 
 
+def _removable(doc: dict, now: datetime) -> bool:
+    """In flight (a registration waiting for its PUT included), recently touched, or an
+    expired upload kept as its record: not removed."""
+    return (doc["status"] not in IN_FLIGHT and doc["error_code"] != "UPLOAD_EXPIRED"
+            and doc["updated_at"] < now - REMOVE_AFTER)
+
+
 def sync_knowledge_base(kb_id: str) -> SyncReport:
     bucket = load_settings().bucket
-    objects = _objects(bucket, kb_id)
+    # Rows first, then the listing: a document created in between is not in `rows`,
+    # so it cannot be taken for one whose object is gone.
     with connection() as conn:
         rows = {d["s3_key"]: d for d in documents.files_in(conn, kb_id)}
+    now = datetime.now(timezone.utc)
+    objects = _objects(bucket, kb_id)
     added = changed = removed = unchanged = 0
     for key, obj in objects.items():
         doc = rows.get(key)
         if doc is None:
             added += bool(start_ingestion(bucket, key, kb_id, obj["size"]))
         elif doc["status"] not in IN_FLIGHT and obj["modified"] > doc["updated_at"] + CLOCK_MARGIN:
-            changed += bool(start_ingestion(bucket, key, kb_id, obj["size"]))
+            changed += restart_run(bucket, doc, attempt=0)
         else:
             unchanged += 1
     for key, doc in rows.items():
-        # A registration still waiting for its PUT is not a missing object.
-        waiting = doc["status"] == "PENDING" and doc["current_run_id"] is None
-        if key not in objects and not waiting:
+        if key not in objects and _removable(doc, now):
             with connection() as conn:
-                documents.delete(conn, doc["id"])
-            removed += 1
+                removed += documents.delete_unchanged(conn, doc["id"], doc["updated_at"])
     with connection() as conn:
         failed = sum(d["status"] == "FAILED" for d in documents.files_in(conn, kb_id))
     return SyncReport(kb_id, added, changed, removed, unchanged, failed)

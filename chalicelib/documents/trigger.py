@@ -8,7 +8,7 @@ import time
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
-from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, parse_document_key
+from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, exists, parse_document_key
 from chalicelib.errors import Invalid, Transient
 from chalicelib.storage import connection, documents
 from chalicelib.validate import check_text
@@ -51,7 +51,7 @@ def handle_s3_event(event: dict) -> dict:
         if key.endswith(SIDECAR_SUFFIX):
             doc_id = _with_retries(restart_for_sidecar, bucket, kb_id, key[: -len(SIDECAR_SUFFIX)])
         elif record.event_name.startswith("ObjectRemoved"):
-            deleted += _with_retries(_delete_by_key, kb_id, key)
+            deleted += _with_retries(_delete_by_key, bucket, kb_id, key)
             continue
         else:
             doc_id = _with_retries(start_ingestion, bucket, key, kb_id, record.s3.get_object.get("size"))
@@ -62,6 +62,10 @@ def handle_s3_event(event: dict) -> dict:
     return {"started": started, "deleted": deleted, "skipped": skipped}
 
 
-def _delete_by_key(kb_id: str, key: str) -> int:
+def _delete_by_key(bucket: str, kb_id: str, key: str) -> int:
+    """Unless the key holds an object again: a late or replayed ObjectRemoved event
+    must not delete the document of a newer upload."""
+    if exists(bucket, key):
+        return 0
     with connection() as conn:
         return documents.delete_by_key(conn, kb_id, key)

@@ -76,7 +76,9 @@ class BedrockEmbeddings:
                 if not _retryable(exc):
                     raise
                 if attempt == self.max_attempts:
-                    raise Transient(f"Bedrock embeddings failed {attempt} times: {_kind(exc)}: {exc}") from exc
+                    logger.warning("Bedrock embeddings failed %d times, giving up: %s", attempt, exc)
+                    raise Transient(f"the embedding provider did not answer ({_kind(exc)},"
+                                    f" {attempt} attempts)") from exc
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
                 logger.warning("Bedrock embeddings failed (%s), attempt %d; retrying in %.2fs",
                                _kind(exc), attempt, delay)

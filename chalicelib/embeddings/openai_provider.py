@@ -68,7 +68,9 @@ class OpenAIEmbeddings:
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError,
                     openai.APITimeoutError) as exc:
                 if attempt == self.max_attempts:
-                    raise Transient(f"OpenAI embeddings failed {attempt} times: {type(exc).__name__}: {exc}") from exc
+                    logger.warning("OpenAI embeddings failed %d times, giving up: %s", attempt, exc)
+                    raise Transient(f"the embedding provider did not answer ({type(exc).__name__},"
+                                    f" {attempt} attempts)") from exc
                 delay = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
                 logger.warning("OpenAI embeddings failed (%s), attempt %d; retrying in %.2fs",
                                type(exc).__name__, attempt, delay)

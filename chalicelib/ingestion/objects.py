@@ -56,6 +56,16 @@ def head(bucket: str, key: str) -> dict:
         raise
 
 
+def exists(bucket: str, key: str) -> bool:
+    try:
+        client("s3").head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+
+
 def read_sidecar_metadata(bucket: str, key: str) -> dict:
     """Attributes from `<key>.metadata.json` in the Bedrock knowledge-base form
     {"metadataAttributes": {...}}; typed values ({"value": {"type", "stringValue"}}) are unwrapped."""

@@ -13,7 +13,8 @@ from typing import Iterator
 
 import psycopg
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
@@ -35,7 +36,8 @@ _RETRYABLE_S3_CODES = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingEx
 
 
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (Transient, psycopg.OperationalError, BotoCoreError, ConnectionError, TimeoutError)):
+    if isinstance(exc, (Transient, psycopg.OperationalError, BotoConnectionError, HTTPClientError,
+                        ConnectionError, TimeoutError)):
         return True
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
@@ -50,17 +52,27 @@ def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
     logger.append_keys(document_id=state.document_id, run_id=state.run_id, step=name)
     started = time.monotonic()
     try:
-        yield
+        try:
+            yield
+        except Exception as exc:
+            if is_transient(exc) and not isinstance(exc, Transient):
+                logger.warning("transient fault, the state machine will retry: %s", exc)
+                raise Transient(f"{name}: {type(exc).__name__}: {exc}") from exc
+            raise
+        _record_duration(state, name, started)
+    finally:
+        logger.remove_keys(["document_id", "run_id", "step"])
+
+
+def _record_duration(state: RunState | BatchState, name: str, started: float) -> None:
+    """Best effort: the step's work is done, and a lost timing must not make the
+    state machine run it again (for Embed, the provider would be paid twice)."""
+    try:
         with connection() as conn:
             documents.add_step_duration(conn, state.document_id, state.run_id, name,
                                         int((time.monotonic() - started) * 1000))
     except Exception as exc:
-        if is_transient(exc) and not isinstance(exc, Transient):
-            logger.warning("transient fault, the state machine will retry: %s", exc)
-            raise Transient(f"{name}: {type(exc).__name__}: {exc}") from exc
-        raise
-    finally:
-        logger.remove_keys(["document_id", "run_id", "step"])
+        logger.warning("could not record the step's duration: %s", exc)
 
 
 def _work_key(state: RunState | BatchState, name: str) -> str:

@@ -13,7 +13,7 @@ from typing import Optional
 
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
-from chalicelib.errors import NotFound
+from chalicelib.errors import Invalid, NotFound, Unavailable
 from chalicelib.retrieval import metrics, policy
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
@@ -62,7 +62,10 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" else request.top_k
     semantic, keyword, vector, hit = [], [], None, False
     if request.strategy in ("semantic", "hybrid"):
-        provider = get_provider(provider_name, model)
+        try:
+            provider = get_provider(provider_name, model)
+        except Invalid as err:  # the knowledge base's provider is not set up in this deployment
+            raise Unavailable(f"the knowledge base's embedding provider is not available: {err.message}") from None
         vector, hit = cached_embedding(provider.name, model, request.query, provider.embed_query)
     text_query = policy.text_query(request.query) if request.strategy in ("keyword", "hybrid") else None
     with snapshot() as conn:  # both lists from the same data, even while a document is replaced

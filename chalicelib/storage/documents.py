@@ -69,6 +69,11 @@ def delete(conn: psycopg.Connection, doc_id: str) -> None:
     conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
 
 
+def delete_unchanged(conn: psycopg.Connection, doc_id: str, updated_at) -> int:
+    """Delete the document only if nothing changed it since it was read."""
+    return conn.execute("DELETE FROM documents WHERE id = %s AND updated_at = %s", (doc_id, updated_at)).rowcount
+
+
 def delete_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> int:
     return conn.execute(
         "DELETE FROM documents WHERE kb_id = %s AND s3_key = %s", (kb_id, s3_key)
@@ -79,8 +84,24 @@ def forget_indexed_version(conn: psycopg.Connection, doc_id: str) -> None:
     conn.execute("UPDATE documents SET indexed_hash = NULL WHERE id = %s", (doc_id,))
 
 
-def set_execution(conn: psycopg.Connection, doc_id: str, execution_arn: str) -> None:
-    conn.execute("UPDATE documents SET execution_arn = %s WHERE id = %s", (execution_arn, doc_id))
+def claim_run(conn: psycopg.Connection, doc_id: str, *, expected_run_id: Optional[str], run_id: str,
+              run_attempts: int) -> Optional[dict]:
+    """Compare-and-set: the document becomes PENDING under run_id only if the run it
+    was read under still owns it (None otherwise: the trigger or another sweep got there
+    first and its run must not be superseded)."""
+    return conn.execute(
+        "UPDATE documents SET status = 'PENDING', current_run_id = %s, run_attempts = %s, execution_arn = NULL,"
+        " error_code = NULL, error_message = NULL, step_durations = '{}'::jsonb, updated_at = now()"
+        f" WHERE id = %s AND current_run_id IS NOT DISTINCT FROM %s RETURNING {DOC_COLUMNS}",
+        (run_id, run_attempts, doc_id, expected_run_id),
+    ).fetchone()
+
+
+def set_execution(conn: psycopg.Connection, doc_id: str, run_id: str, execution_arn: str) -> None:
+    """Only for the run that still owns the document (a superseded start must not
+    leave its execution on the row)."""
+    conn.execute("UPDATE documents SET execution_arn = %s WHERE id = %s AND current_run_id = %s",
+                 (execution_arn, doc_id, run_id))
 
 
 def set_content_type(conn: psycopg.Connection, doc_id: str, content_type: str) -> None:
@@ -144,17 +165,26 @@ def unfinished(conn: psycopg.Connection, min_age_seconds: int) -> list[dict]:
     ).fetchall()
 
 
-def expire_registrations(conn: psycopg.Connection, older_than_seconds: int) -> list[str]:
-    """Uploads registered through the API whose bytes never came (no run ever
-    started) end FAILED UPLOAD_EXPIRED; returns their ids."""
-    return [r["id"] for r in conn.execute(
+_WAITING_REGISTRATION = ("status = 'PENDING' AND kind = 'file' AND current_run_id IS NULL"
+                         " AND execution_arn IS NULL")
+
+
+def stale_registrations(conn: psycopg.Connection, older_than_seconds: int) -> list[dict]:
+    """Uploads registered through the API with no run yet, older than their URL."""
+    return conn.execute(
+        f"SELECT {DOC_COLUMNS} FROM documents WHERE {_WAITING_REGISTRATION}"
+        " AND updated_at < now() - make_interval(secs => %s) ORDER BY updated_at LIMIT 500",
+        (older_than_seconds,),
+    ).fetchall()
+
+
+def mark_upload_expired(conn: psycopg.Connection, doc_id: str) -> bool:
+    return conn.execute(
         "UPDATE documents SET status = 'FAILED', error_code = 'UPLOAD_EXPIRED',"
         " error_message = 'the file was not uploaded before its upload URL expired; register it again',"
-        " updated_at = now()"
-        " WHERE status = 'PENDING' AND kind = 'file' AND current_run_id IS NULL AND execution_arn IS NULL"
-        " AND updated_at < now() - make_interval(secs => %s) RETURNING id",
-        (older_than_seconds,),
-    ).fetchall()]
+        f" updated_at = now() WHERE id = %s AND {_WAITING_REGISTRATION}",
+        (doc_id,),
+    ).rowcount == 1
 
 
 def files_in(conn: psycopg.Connection, kb_id: str) -> list[dict]:

@@ -74,17 +74,28 @@ def test_a_dead_lettered_s3_event_is_replayed(api, kb, s3, lambda_client, aws, l
     doc, _ = wait_for_status(api, kb["id"], "dead-letter.txt")
     assert doc["status"] == "PROCESSED"
     assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+    # A late ObjectRemoved for a key that holds an object again deletes nothing.
+    removed = {"Records": [{**event["Records"][0], "eventName": "ObjectRemoved:Delete"}]}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"requestPayload": removed}))
+    assert _reconcile(lambda_client)["deadLetters"]["replayed"] >= 1
+    assert find_document(api, kb["id"], "dead-letter.txt")["id"] == doc["id"]
 
 
 def test_sync_adds_what_the_database_misses_and_removes_what_the_bucket_lost(api, kb, s3, db):
     s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/sync-kept.txt", Body=b"Sync keeps the lighthouse log.")
     kept, _ = wait_for_status(api, kb["id"], "sync-kept.txt")
     db.execute("DELETE FROM documents WHERE id = %s", (kept["id"],))  # the object has no document now
-    db.execute("INSERT INTO documents (id, kb_id, s3_key, filename, status, current_run_id)"
-               " VALUES (%s, %s, %s, 'ghost.txt', 'PROCESSED', 'r0')",
+    db.execute("INSERT INTO documents (id, kb_id, s3_key, filename, status, current_run_id, updated_at)"
+               " VALUES (%s, %s, %s, 'ghost.txt', 'PROCESSED', 'r0', now() - interval '1 hour')",
                (f"doc_ghost{secrets.token_hex(6)}", kb["id"], f"kb/{kb['id']}/ghost.txt"))  # its object is gone
+    arriving = db.execute(  # its object is landing right now: the listing cannot show it yet
+        "INSERT INTO documents (id, kb_id, s3_key, filename, status, current_run_id)"
+        " VALUES (%s, %s, %s, 'arriving.txt', 'PENDING', 'r1') RETURNING id",
+        (f"doc_arriving{secrets.token_hex(6)}", kb["id"], f"kb/{kb['id']}/arriving.txt")).fetchone()["id"]
     answer = api.call("POST", f"/knowledge-bases/{kb['id']}/sync")
     assert answer.status_code == 200, answer.text
+    assert db.execute("SELECT 1 FROM documents WHERE id = %s", (arriving,)).fetchone() is not None
+    db.execute("DELETE FROM documents WHERE id = %s", (arriving,))
     report = answer.json()["data"]
     assert report["added"] == 1 and report["removed"] == 1 and report["knowledgeBaseId"] == kb["id"], report
     assert wait_for_status(api, kb["id"], "sync-kept.txt")[0]["status"] == "PROCESSED"

@@ -63,8 +63,18 @@ def test_agent_tools_are_checked_and_completed_at_creation_so_invoking_them_work
     assert tool["schema"]["properties"]["topK"]["default"] == tool["config"]["defaultTopK"] == 5
     answer = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": "anything"})
     assert answer.status_code == 200 and answer.json()["success"] is True
-    answer = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": "x", "topK": 2.5})
-    assert _refused(answer, 400, "INVALID_ARGUMENTS")["message"].startswith("topK:")
+    for top_k in (2.5, "²", 0):
+        answer = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": "x", "topK": top_k})
+        assert _refused(answer, 400, "INVALID_ARGUMENTS")["message"].startswith("topK:")
+    # Other tools keep their free form: no description or schema is fine.
+    other = api.call("POST", "/agents", {"name": "y", "availableTools": [
+        {"name": "web", "type": "http", "description": None, "schema": None},
+        {"name": "calc", "type": "function", "schema": {"properties": {}}}]})
+    assert other.status_code == 201, other.text
+
+
+def test_digits_that_are_not_decimal_are_a_400(api):
+    assert _refused(api.call("GET", "/knowledge-bases", params={"limit": "²"}), 400, "INVALID_INPUT")
 
 
 @pytest.mark.parametrize("payload,status,field", [

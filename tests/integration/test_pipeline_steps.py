@@ -85,3 +85,18 @@ def test_faults_worth_a_retry_leave_a_step_as_transient(pending_doc, fault, tran
             raise fault
     assert isinstance(raised.value, Transient) is transient
     assert "chunk" not in _durations(doc["id"])  # a failed attempt records no time
+
+
+def test_a_restart_claims_the_document_only_from_the_run_it_read(pending_doc):
+    """The reconcile sweep and the sync restart a run by compare-and-set: a run the
+    trigger started meanwhile is not superseded, and a stale start cannot record its
+    execution on the row."""
+    _, doc = pending_doc
+    with connection() as conn:
+        assert documents.claim_run(conn, doc["id"], expected_run_id="someone-else", run_id="r2",
+                                   run_attempts=1) is None
+        claimed = documents.claim_run(conn, doc["id"], expected_run_id="run1", run_id="r2", run_attempts=1)
+        assert (claimed["current_run_id"], claimed["run_attempts"], claimed["status"]) == ("r2", 1, "PENDING")
+        documents.set_execution(conn, doc["id"], "run1", "arn:stale")
+        documents.set_execution(conn, doc["id"], "r2", "arn:current")
+        assert documents.get(conn, doc["id"])["execution_arn"] == "arn:current"
