@@ -97,11 +97,11 @@ def check_tools_array(tools) -> list[dict]:
         tool.setdefault("id", f"tool_{secrets.token_hex(8)}")
         if not isinstance(tool["id"], str) or tool["id"] in ids:
             raise Invalid.field(f"{where}.id", "must be a unique string")
-        description = tool.get("description")
-        if description is not None and not isinstance(description, str):
-            raise Invalid.field(f"{where}.description", "must be a string")
-        if tool.get("schema") is not None and not isinstance(tool["schema"], dict):
-            raise Invalid.field(f"{where}.schema", "must be a JSON schema object")
+        for field, kind, what in (("description", str, "a string"), ("schema", dict, "a JSON schema object")):
+            if tool.get(field) is None:
+                tool.pop(field, None)  # null means absent (the API documents a string and an object)
+            elif not isinstance(tool[field], kind):
+                raise Invalid.field(f"{where}.{field}", f"must be {what}")
         if tool["type"] == KNOWLEDGE_BASE:
             tools[index] = tool = _knowledge_base_tool_from(tool, where)
         names.add(tool["name"])

@@ -71,6 +71,8 @@ def test_agent_tools_are_checked_and_completed_at_creation_so_invoking_them_work
         {"name": "web", "type": "http", "description": None, "schema": None},
         {"name": "calc", "type": "function", "schema": {"properties": {}}}]})
     assert other.status_code == 201, other.text
+    assert [set(t) for t in other.json()["data"]["availableTools"]] == [{"id", "name", "type"},
+                                                                        {"id", "name", "type", "schema"}]
 
 
 def test_digits_that_are_not_decimal_are_a_400(api):
