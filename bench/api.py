@@ -113,3 +113,37 @@ def throughput(kb_id: str, key: str, queries, clients: int, seconds: float) -> d
     wall = time.monotonic() - started
     return {"clients": clients, "requests": len(times), "perSecond": len(times) / wall,
             "p50": percentile(times, 50), "p95": percentile(times, 95)}
+
+
+def cold_burst(kb_id: str, key: str, queries, clients: int) -> dict:
+    """`clients` searches at once on freshly started API workers: an environment
+    change recycles every warm worker (as a deploy or a scale-out does), then each
+    request may start one. Errors are counted, not raised; each query is new, so
+    its embedding is computed too."""
+    import secrets
+
+    import requests
+
+    client = _lambda_client()
+    variables = client.get_function_configuration(FunctionName=API_FUNCTION)["Environment"]["Variables"]
+    _set_environment(client, {**variables, "BENCH_COLD_START": secrets.token_hex(4)})
+    url, results, lock = search_url(kb_id), [], threading.Lock()
+
+    def one(i: int):
+        started = time.perf_counter()
+        try:
+            status = requests.post(url, json={"query": f"{queries[i % len(queries)]['text']} ({i})", "topK": 5},
+                                   headers={"Authorization": f"Bearer {key}"}, timeout=120).status_code
+        except requests.RequestException:
+            status = 0
+        with lock:
+            results.append((status, (time.perf_counter() - started) * 1000))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    times = [ms for _, ms in results]
+    return {"clients": clients, "errors": sum(status != 200 for status, _ in results),
+            "p50": percentile(times, 50), "p95": percentile(times, 95), "max": max(times)}

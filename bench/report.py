@@ -198,7 +198,15 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
               "| concurrent clients | requests/s | p50 ms | p95 ms |", "|---|---|---|---|"]
     for row in ours["throughput"]:
         lines.append(f"| {row['clients']} | {row['perSecond']:.1f} | {row['p50']:.1f} | {row['p95']:.1f} |")
-    lines += ["", "On two cores the emulator, the Lambda workers, PostgreSQL and the clients share the same CPUs.", "",
+    lines += ["", "On two cores the emulator, the Lambda workers, PostgreSQL and the clients share the same CPUs.", ""]
+    if ours.get("coldBursts"):
+        lines += ["Cold bursts: every warm API worker is recycled first (an environment change, as a deploy does), "
+                  "then all clients search at once with new queries, so workers start and embeddings are computed.",
+                  "", "| clients at once | errors | p50 ms | p95 ms | max ms |", "|---|---|---|---|---|"]
+        lines += [f"| {r['clients']} | {r['errors']} | {r['p50']:.0f} | {r['p95']:.0f} | {r['max']:.0f} |"
+                  for r in ours["coldBursts"]]
+        lines.append("")
+    lines += [
               "## Against Chroma", "",
               "| | ingest the corpus (s) | query p50 ms | query p95 ms |", "|---|---|---|---|"]
     chroma = peer["Chroma (HNSW, same model)"]

@@ -9,6 +9,7 @@ on the stack's PostgreSQL and a Redis database of its own (14).
   hybrid search over the 2,101 SciFact abstracts with the 188 train queries
   (document-level: a document's best passage counts);
 - throughput through API Gateway with 1, 4 and 16 clients on the real corpus;
+- cold bursts: 16 and 32 searches at once on freshly started API workers (errors, p50, p95);
 - latency at the real corpus and each size: p50/p95/p99 per strategy, cache miss
   and hit, service-side (in process) and through API Gateway on the emulator.
   Sizes above the real corpus are reached synthetically: extra chunks whose text
@@ -210,6 +211,13 @@ def api_throughput(kb, key: str, sample, seconds: float) -> list[dict]:
         return [api.throughput(kb["id"], key, sample, clients, seconds) for clients in (1, 4, 16)]
 
 
+def api_cold_bursts(kb, key: str, sample, sizes: tuple[int, ...]) -> list[dict]:
+    import api
+
+    with api.api_pointed_at(os.environ["DATABASE_URL"], os.environ["REDIS_URL"]):
+        return [api.cold_burst(kb["id"], key, sample, clients) for clients in sizes]
+
+
 def print_size(size: int, row: dict) -> None:
     for label, r in row["service"].items():
         strategy, cache = label.split("/")
@@ -252,6 +260,11 @@ def main() -> dict:
     print(f"{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for row in results["throughput"]:
         print(f"{row['clients']:7d} {row['perSecond']:8.1f} {row['p50']:8.1f} {row['p95']:8.1f}")
+    results["coldBursts"] = api_cold_bursts(kb, key, sample, (16,) if args.quick else (16, 32))
+    print("\ncold bursts (every API worker recycled first; new queries, embeddings computed):")
+    print(f"{'clients':>7} {'errors':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    for row in results["coldBursts"]:
+        print(f"{row['clients']:7d} {row['errors']:7d} {row['p50']:8.0f} {row['p95']:8.0f} {row['max']:8.0f}")
 
     from chalicelib.embeddings import get_provider
     from chalicelib.retrieval.policy import ef_search_for
