@@ -28,7 +28,8 @@ def handle_kb_search(event: dict) -> dict:
         kb_id = event.get("knowledgeBaseId")
         if not isinstance(kb_id, str) or not kb_id:
             raise Invalid.field("knowledgeBaseId", "is required")
-        return {"success": True, "data": search_view(search(principal, parse_search_request([kb_id], event)))}
+        request = parse_search_request([kb_id], event, extra_fields=("apiKey", "knowledgeBaseId"))
+        return {"success": True, "data": search_view(search(principal, request))}
     except ServiceError as err:
         return _error(err)
     except Exception:  # an answer, not a crash, and nothing internal in it

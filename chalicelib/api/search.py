@@ -30,7 +30,8 @@ def search_many(principal):
     if len(kb_ids) > limits.KNOWLEDGE_BASES_PER_SEARCH:
         raise Invalid.field("knowledgeBaseIds", f"at most {limits.KNOWLEDGE_BASES_PER_SEARCH}"
                                                 " knowledge bases per search")
-    return ok(search_view(search(principal, parse_search_request(kb_ids, body))))
+    request = parse_search_request(kb_ids, body, extra_fields=("knowledgeBaseIds",))
+    return ok(search_view(search(principal, request)))
 
 
 @blueprint.route("/knowledge-bases/{kb_id}/query", methods=["GET"])

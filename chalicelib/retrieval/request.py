@@ -6,10 +6,25 @@ from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.retrieval.model import PRIORITIES, STRATEGIES, SearchRequest
 from chalicelib.storage.filters import SearchFilters
-from chalicelib.validate import (choice_field, int_field, number_field, refuse_unknown, string_field,
-                                 string_list)
+from chalicelib.validate import (bool_field, choice_field, int_field, number_field, refuse_unknown,
+                                 string_field, string_list)
 
 FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata")
+SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "filters", "maxTokens", "prioritizeBy", "debug")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
+    """A field the search does not know is a 400 naming it (top_k used to be
+    accepted and ignored), with the field it was probably meant to be."""
+    for name in sorted(set(body) - set(allowed)):
+        meant = _camel(str(name))
+        hint = f"; did you mean {meant}?" if meant != name and meant in allowed else ""
+        raise Invalid.field(str(name), f"is not a search field{hint} (use {', '.join(allowed)})")
 
 
 def parse_filters(value) -> SearchFilters:
@@ -31,8 +46,11 @@ def parse_filters(value) -> SearchFilters:
 
 
 def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Optional[int] = None,
-                         min_score_default: Optional[float] = None, whole_floats: bool = False) -> SearchRequest:
-    """The defaults are the service's unless a tool's configuration gives its own."""
+                         min_score_default: Optional[float] = None, whole_floats: bool = False,
+                         extra_fields: tuple[str, ...] = ()) -> SearchRequest:
+    """The defaults are the service's unless a tool's configuration gives its own;
+    extra_fields are the caller's own (knowledgeBaseIds, apiKey…), read elsewhere."""
+    refuse_unknown_fields(body, SEARCH_FIELDS + extra_fields)
     return SearchRequest(
         knowledge_base_ids=tuple(kb_ids),
         query=string_field(body, "query", required=True, max_length=limits.QUERY_MAX_CHARS),
@@ -42,5 +60,5 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
         filters=parse_filters(body.get("filters")),
         max_tokens=int_field(body.get("maxTokens"), "maxTokens", limits.MAX_TOKENS),
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),
-        debug=bool(body.get("debug", False)),
+        debug=bool_field(body, "debug"),
     )

@@ -103,3 +103,13 @@ def test_a_key_with_a_newline_is_ingested_like_any_file(api, kb, s3):
     assert doc["status"] == "PROCESSED" and doc["chunks"] == 1
     found = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": "lighthouse keepers"}).json()["data"]
     assert found["results"][0]["source"] == "notes\nline two.txt"
+
+
+def test_a_search_field_the_service_does_not_know_is_a_400_not_ignored(api, kb, lambda_client):
+    answer = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": "x", "top_k": 1})
+    assert "did you mean topK?" in _refused(answer, 400, "INVALID_INPUT")["message"]
+    answer = api.call("POST", "/search", {"knowledgeBaseIds": [kb["id"]], "query": "x", "debug": "yes"})
+    assert _refused(answer, 400, "INVALID_INPUT")["message"].startswith("debug:")
+    answer = invoke(lambda_client, {"apiKey": api.key, "knowledgeBaseId": kb["id"], "query": "x", "top_k": 1})
+    assert answer["error"]["status"] == 400 and answer["error"]["message"].startswith("top_k:")
+    assert invoke(lambda_client, {"apiKey": api.key, "knowledgeBaseId": kb["id"], "query": "x", "topK": 1})["success"]
