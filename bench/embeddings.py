@@ -210,8 +210,6 @@ def main() -> dict:
     parser.add_argument("--quick", action="store_true", help="small samples: checks the harness runs")
     parser.add_argument("--runs", type=int, default=5, help="throughput runs per path")
     args = parser.parse_args()
-    import numpy as np
-
     from chalicelib.embeddings.local import _threads
 
     runs, starts = (1, 1) if args.quick else (args.runs, 5)

@@ -109,6 +109,23 @@ def string_list(value: Any, name: str, max_items: int = limits.FILTER_LIST_MAX) 
     return value
 
 
+def name_and_description_changes(body: dict) -> dict:
+    """The `name` and `description` a PATCH body carries, validated as at creation."""
+    changes = {}
+    if "name" in body:
+        changes["name"] = string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS)
+    if "description" in body:
+        changes["description"] = string_field(body, "description", required=False,
+                                               max_length=limits.DESCRIPTION_MAX_CHARS)
+    return changes
+
+
+def camel_case(name: str) -> str:
+    """snake_case → camelCase, the API's and the state machine's JSON field names."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def bool_field(body: dict, name: str, default: bool = False) -> bool:
     value = body.get(name, default)
     if not isinstance(value, bool):

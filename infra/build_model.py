@@ -186,7 +186,6 @@ def attention_bias(g: Graph) -> str:
 
 
 def build_graph(weights: dict, config: dict):
-    import numpy as np
     from onnx import TensorProto, helper
 
     g = Graph()

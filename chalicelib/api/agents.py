@@ -6,7 +6,7 @@ from chalicelib.agents import FORMATS, invoke_tool, service
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, query_params
 from chalicelib.api.views import agent_view, audit_view, available_kb_view, tool_result_view
 from chalicelib.errors import Invalid
-from chalicelib.validate import bool_field, refuse_unknown, string_field
+from chalicelib.validate import bool_field, name_and_description_changes, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
 TOOL_FIELDS = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore"}
@@ -41,12 +41,7 @@ def update_agent(principal, agent_id):
     body = json_body(blueprint.current_request)
     refuse_unknown(body, {"name", "description", "availableTools"},
                    "cannot be changed; use name, description or availableTools")
-    changes = {}
-    if "name" in body:
-        changes["name"] = string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS)
-    if "description" in body:
-        changes["description"] = string_field(body, "description", required=False,
-                                               max_length=limits.DESCRIPTION_MAX_CHARS)
+    changes = name_and_description_changes(body)
     if "availableTools" in body:
         changes["available_tools"] = body["availableTools"]
     return ok(agent_view(service.update_agent(principal, agent_id, changes)))

@@ -6,7 +6,7 @@ from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
 from chalicelib.api.views import kb_view
 from chalicelib.errors import Invalid
-from chalicelib.validate import int_field, refuse_unknown, string_field
+from chalicelib.validate import int_field, name_and_description_changes, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
 
@@ -16,17 +16,6 @@ def _visibility(body: dict, *, required: bool) -> str:
     if value not in kbs.VISIBILITIES:
         raise Invalid.field("visibility", f"must be one of {', '.join(kbs.VISIBILITIES)}")
     return value
-
-
-def _name_and_description(body: dict) -> dict:
-    """The `name` and `description` a PATCH body carries, validated as at creation."""
-    changes = {}
-    if "name" in body:
-        changes["name"] = string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS)
-    if "description" in body:
-        changes["description"] = string_field(body, "description", required=False,
-                                               max_length=limits.DESCRIPTION_MAX_CHARS)
-    return changes
 
 
 @blueprint.route("/knowledge-bases", methods=["POST"])
@@ -71,7 +60,7 @@ def update_knowledge_base(principal, kb_id):
     body = json_body(blueprint.current_request)
     refuse_unknown(body, {"name", "description", "visibility"},
                    "cannot be changed (the embedding model and chunking are fixed at creation)")
-    changes = _name_and_description(body)
+    changes = name_and_description_changes(body)
     if "visibility" in body:
         changes["visibility"] = _visibility(body, required=True)
     return ok(kb_view(kbs.update_knowledge_base(principal, kb_id, changes)))

@@ -7,14 +7,11 @@ cuts it, the Embed step completes it and storage writes it. Both travel as JSON
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
+from chalicelib.validate import camel_case
+
 # What a step answers in RunState.outcome; the state machine's Choice states route on them.
 EXTRACTED, UNCHANGED, CHUNKED, STORED, SUPERSEDED, FAILED = (
     "EXTRACTED", "UNCHANGED", "CHUNKED", "STORED", "SUPERSEDED", "FAILED")
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 class _Json:
@@ -22,12 +19,12 @@ class _Json:
     None fields are left out, unknown keys are kept (a Catch adds $.error)."""
 
     def to_json(self) -> dict:
-        data = {_camel(f.name): getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        data = {camel_case(f.name): getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         return {**getattr(self, "extra", {}), **{k: v for k, v in data.items() if v is not None}}
 
     @classmethod
     def from_json(cls, data: dict):
-        names = {_camel(f.name): f.name for f in fields(cls) if f.name != "extra"}
+        names = {camel_case(f.name): f.name for f in fields(cls) if f.name != "extra"}
         known = {names[k]: v for k, v in data.items() if k in names}
         if any(f.name == "extra" for f in fields(cls)):
             known["extra"] = {k: v for k, v in data.items() if k not in names}

@@ -51,9 +51,14 @@ def head(bucket: str, key: str) -> dict:
     try:
         return client("s3").head_object(Bucket=bucket, Key=key)
     except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _missing(err):
             raise IngestionError("OBJECT_MISSING", "the file is no longer in the bucket") from None
         raise
+
+
+def _missing(err: ClientError) -> bool:
+    """HeadObject answers a missing key with a bare 404 (NotFound), GetObject with NoSuchKey."""
+    return err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
 
 
 def exists(bucket: str, key: str) -> bool:
@@ -61,7 +66,7 @@ def exists(bucket: str, key: str) -> bool:
         client("s3").head_object(Bucket=bucket, Key=key)
         return True
     except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _missing(err):
             return False
         raise
 

@@ -46,12 +46,21 @@ def is_transient(exc: BaseException) -> bool:
 
 
 @contextmanager
+def _logged(state: RunState | BatchState, name: str) -> Iterator[None]:
+    """Every log line in the block names the document, the run and the step."""
+    logger.append_keys(document_id=state.document_id, run_id=state.run_id, step=name)
+    try:
+        yield
+    finally:
+        logger.remove_keys(["document_id", "run_id", "step"])
+
+
+@contextmanager
 def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
     """Logs carry the document and run; a transient fault becomes Transient; the
     time spent is added to the document's stepDurationsMs[name]."""
-    logger.append_keys(document_id=state.document_id, run_id=state.run_id, step=name)
     started = time.monotonic()
-    try:
+    with _logged(state, name):
         try:
             yield
         except Exception as exc:
@@ -60,8 +69,6 @@ def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
                 raise Transient(f"{name}: {type(exc).__name__}: {exc}") from exc
             raise
         _record_duration(state, name, started)
-    finally:
-        logger.remove_keys(["document_id", "run_id", "step"])
 
 
 def _record_duration(state: RunState | BatchState, name: str, started: float) -> None:
@@ -186,14 +193,11 @@ def mark_failed_step(event: dict) -> dict:
         code, message = state.failure["code"], state.failure["message"]
     else:
         code, message = failure_from_error(state.error or {})
-    logger.append_keys(document_id=state.document_id, run_id=state.run_id, step="mark_failed")
-    try:
+    with _logged(state, "mark_failed"):
         logger.warning("document failed: %s %s", code, message)
         with connection() as conn:
             documents.mark_failed(conn, state.document_id, state.run_id, code, message)
         _clean_work(state)
-    finally:
-        logger.remove_keys(["document_id", "run_id", "step"])
     return {"documentId": state.document_id, "status": FAILED, "errorCode": code}
 
 

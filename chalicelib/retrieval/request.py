@@ -6,23 +6,18 @@ from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.retrieval.model import PRIORITIES, STRATEGIES, SearchRequest
 from chalicelib.storage.filters import SearchFilters
-from chalicelib.validate import (bool_field, choice_field, int_field, number_field, refuse_unknown,
-                                 string_field, string_list)
+from chalicelib.validate import (bool_field, camel_case, choice_field, int_field, number_field,
+                                 refuse_unknown, string_field, string_list)
 
 FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata")
 SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "filters", "maxTokens", "prioritizeBy", "debug")
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
     """A field the search does not know is a 400 naming it (top_k used to be
     accepted and ignored), with the field it was probably meant to be."""
     for name in sorted(set(body) - set(allowed)):
-        meant = _camel(str(name))
+        meant = camel_case(str(name))
         hint = f"; did you mean {meant}?" if meant != name and meant in allowed else ""
         raise Invalid.field(str(name), f"is not a search field{hint} (use {', '.join(allowed)})")
 

@@ -4,8 +4,10 @@ import secrets
 import time
 
 import boto3
+import psycopg
 import pytest
 import requests
+from psycopg.rows import dict_row
 
 pytestmark = pytest.mark.e2e
 
@@ -54,6 +56,14 @@ def new_key(local_env, org: str, user: str) -> str:
 def api(local_env):
     key = new_key(local_env, f"e2e-{secrets.token_hex(4)}", "tester")
     return Api(local_env["KB_API_URL"], key)
+
+
+@pytest.fixture(scope="module")
+def db(local_env):
+    """The stack's database, for what the API does not show (chunks, run ids) and for
+    arranging states a test needs (a run that ended, a row whose object is gone)."""
+    with psycopg.connect(local_env["DATABASE_URL"], autocommit=True, row_factory=dict_row) as conn:
+        yield conn
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,6 @@ def kb(api):
     return api.call("POST", "/knowledge-bases", {"name": "Faults", "description": ""}).json()["data"]
 
 
-@pytest.fixture(scope="module")
-def db(local_env):
-    with psycopg.connect(local_env["DATABASE_URL"], autocommit=True, row_factory=dict_row) as conn:
-        yield conn
-
-
 def _reconcile(lambda_client, **event) -> dict:
     answer = lambda_client.invoke(FunctionName=RECONCILE, Payload=json.dumps(event).encode())
     assert "FunctionError" not in answer, answer["Payload"].read()

@@ -8,7 +8,6 @@ import zipfile
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
 
 from tests.e2e.conftest import find_document, wait_for_status
 
@@ -21,12 +20,6 @@ def kb(api):
                                                   "chunking": {"chunkTokens": 200, "chunkOverlap": 20}})
     assert answer.status_code == 201, answer.text
     return answer.json()["data"]
-
-
-@pytest.fixture(scope="module")
-def db(local_env):
-    with psycopg.connect(local_env["DATABASE_URL"], autocommit=True, row_factory=dict_row) as conn:
-        yield conn
 
 
 def _chunks(db, doc_id):
