@@ -33,11 +33,19 @@ def _pid_alive(pid_file: Path) -> int | None:
 
 # --- PostgreSQL ---------------------------------------------------------------
 
+# Every warm Lambda worker of the emulator is a process with its own connection (AWS puts
+# RDS Proxy in between): 100 files dropped at once held PostgreSQL's default 100.
+MAX_CONNECTIONS = 400
+
+
 def postgres_up() -> str:
     """Start (or find) the server and return the service's database URL."""
     import pgserver
 
     server = pgserver.get_server(STATE / "pgdata", cleanup_mode=None)
+    if int(server.psql("SHOW max_connections;").split()[2]) < MAX_CONNECTIONS:
+        server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
+        _pg_ctl("-w", "-m", "fast", "restart")  # the same options as the running server
     if "kb" not in server.psql("SELECT datname FROM pg_database;"):
         server.psql(f"CREATE DATABASE {DATABASE};")
     return server.get_uri(DATABASE)
@@ -47,11 +55,15 @@ def postgres_down() -> bool:
     pgdata = STATE / "pgdata"
     if not (pgdata / "postmaster.pid").exists():
         return False
+    _pg_ctl("-w", "-m", "fast", "stop")
+    return True
+
+
+def _pg_ctl(*args: str) -> None:
     from pgserver._commands import pg_ctl
 
-    user = "pgserver" if os.geteuid() == 0 else None
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
-    return True
+    user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs the server as this user under root
+    pg_ctl(list(args), pgdata=STATE / "pgdata", user=user)
 
 
 def postgres_running() -> bool:

@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.data_classes import S3Event
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, exists, parse_document_key
 from chalicelib.errors import Invalid, Transient
-from chalicelib.storage import connection, documents
+from chalicelib.storage import connection, documents, reset as release_connection
 from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,17 @@ def _with_retries(action, *args):
 
 
 def handle_s3_event(event: dict) -> dict:
+    # A burst of objects opens a trigger worker per object (100 files at once opened 100 on
+    # the local stack); had each kept its connection, the burst would hold PostgreSQL's 100
+    # connections until the workers were reaped. One short transaction per object is cheap
+    # to reconnect for.
+    try:
+        return _handle_records(event)
+    finally:
+        release_connection()
+
+
+def _handle_records(event: dict) -> dict:
     started, deleted, skipped = [], 0, 0
     for record in S3Event(event).records if event.get("Records") else ():
         key = decoded_key(record.s3.get_object.key)

@@ -1,5 +1,6 @@
 """The stack `make up` deploys through the emulator's CloudFormation from the same template
 `make package` builds for AWS."""
+import os
 import subprocess
 import sys
 
@@ -42,6 +43,10 @@ def test_functions_have_their_own_roles_and_embedding_is_bounded(lambda_client, 
     assert "STATE_MACHINE_ARN" not in search["Environment"]["Variables"]
     concurrency = lambda_client.get_function_concurrency(FunctionName="kb-service-pipeline-embed")
     assert concurrency["ReservedConcurrentExecutions"] == 2
+    # The other steps are bounded by this machine's cores (PipelineConcurrency).
+    for step in ("extract", "chunk", "store", "finalize"):
+        bound = lambda_client.get_function_concurrency(FunctionName=f"kb-service-pipeline-{step}")
+        assert bound["ReservedConcurrentExecutions"] == max(2, os.cpu_count() or 2), step
 
 
 def test_the_bucket_notifies_the_trigger_of_documents_only(s3, local_env):

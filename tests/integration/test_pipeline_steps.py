@@ -100,3 +100,24 @@ def test_a_restart_claims_the_document_only_from_the_run_it_read(pending_doc):
         documents.set_execution(conn, doc["id"], "run1", "arn:stale")
         documents.set_execution(conn, doc["id"], "r2", "arn:current")
         assert documents.get(conn, doc["id"])["execution_arn"] == "arn:current"
+
+
+def test_the_trigger_gives_its_connection_back_after_each_event(pending_doc, local_env, monkeypatch):
+    """A burst opens a trigger worker per object; none may keep a connection afterwards
+    (100 files at once held all of PostgreSQL's 100). The event still does its work."""
+    from chalicelib import aws
+    from chalicelib.documents import trigger
+    from chalicelib.storage import db
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(name, local_env[name])
+    aws.client.cache_clear()  # a client made before would not know the emulator's endpoint
+    kb, doc = pending_doc
+    event = {"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectRemoved:Delete",
+                          "s3": {"bucket": {"name": local_env["KB_BUCKET"]},
+                                 "object": {"key": doc["s3_key"], "size": 10}}}]}
+    assert trigger.handle_s3_event(event)["deleted"] == 1
+    assert db._conn is None
+    with connection() as conn:
+        assert documents.get(conn, doc["id"]) is None
+    aws.client.cache_clear()

@@ -40,6 +40,18 @@ def test_lambda_service_errors_and_throttles_are_retried(step):
         assert retrier(TASKS[step], error) is not None, error
 
 
+@pytest.mark.parametrize("step", WORK_STEPS)
+@pytest.mark.parametrize("error", ["Lambda.TooManyRequestsException", "Lambda.Unknown"])
+def test_a_throttled_step_waits_its_turn_for_minutes_not_seconds(step, error):
+    """Every step has a reserved concurrency, so a burst of files is throttled by design:
+    ingestion must not fail for capacity alone (the emulator names a throttle Lambda.Unknown)."""
+    rule = retrier(TASKS[step], error)
+    waits = [min(rule["IntervalSeconds"] * rule["BackoffRate"] ** i, rule.get("MaxDelaySeconds", 1e9))
+             for i in range(rule["MaxAttempts"])]
+    # Full jitter waits half the delay on average: minutes of patience.
+    assert sum(waits) / 2 >= 120 and rule.get("MaxDelaySeconds", 1e9) <= 8, rule
+
+
 def test_mark_failed_retries_whatever_happens():
     assert retrier(ASL["States"]["MarkFailed"], "KeyError")["MaxAttempts"] >= 3
 
