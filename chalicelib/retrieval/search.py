@@ -1,10 +1,16 @@
 """Semantic, keyword and hybrid search over one or more knowledge bases.
 
-Scores (and so minScore) per strategy:
+Scores per strategy (a passage's `similarity`, the order of the results):
 - semantic: cosine similarity of the query and passage embeddings, 0..1 in practice;
 - keyword: PostgreSQL's ts_rank normalised as rank / (rank + 1), 0..1;
 - hybrid: reciprocal-rank fusion of both lists (k = 60), divided by its maximum
   (first in both lists), so 1.0 means "ranked first by both".
+
+minScore has one meaning whatever the strategy: the cosine similarity of the passage
+to the question (scores.vector). A fused or keyword score says where a passage ranks
+among the others, not how well it answers; a threshold on it dropped the right passage
+("How can I get my money back?" against a refund policy: cosine 0.51, hybrid 0.5 when
+only the meaning matched, below the 0.7 a quick-added tool used to apply).
 """
 import math
 import time
@@ -42,7 +48,9 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
         candidates.extend(found)
         cached = cached and hit
     candidates.sort(key=lambda r: r["score"], reverse=True)
-    candidates = [r for r in candidates if r["score"] >= request.min_score][: request.top_k]
+    if request.min_score > 0:
+        candidates = [r for r in candidates if (r["vectorScore"] or 0.0) >= request.min_score]
+    candidates = candidates[: request.top_k]
     ordered = _prioritise(candidates, request.prioritize_by)
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
@@ -61,7 +69,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
                   kb_ids: list[str]) -> tuple[list[dict], bool]:
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" else request.top_k
     semantic, keyword, vector, hit = [], [], None, False
-    if request.strategy in ("semantic", "hybrid"):
+    # Keyword search embeds the question only to hold its hits to a minScore.
+    if request.strategy in ("semantic", "hybrid") or request.min_score > 0:
         try:
             provider = get_provider(provider_name, model)
         except Invalid as err:  # the knowledge base's provider is not set up in this deployment
@@ -75,11 +84,12 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
                                               filters=request.filters)
         if text_query is not None:
             keyword = chunks.keyword_search(conn, principal, kb_ids=kb_ids, query=text_query,
-                                            top_k=pool, filters=request.filters)
+                                            top_k=pool, filters=request.filters,
+                                            similarity_to=(vector, dim) if vector is not None else None)
     if request.strategy == "semantic":
         return [_scored(r, vector=r["score"]) for r in semantic], hit
     if request.strategy == "keyword":
-        return [_scored(r, keyword=r["score"]) for r in keyword], hit
+        return [_scored(r, keyword=r["score"], vector=r.get("similarity")) for r in keyword], hit
     return fuse(semantic, keyword), hit
 
 
@@ -95,7 +105,7 @@ def fuse(semantic: list[dict], keyword: list[dict]) -> list[dict]:
         fused[row["chunk_id"]] = {**row, "vectorScore": float(row["score"]), "keywordScore": None,
                                   "fusedScore": 1.0 / (RRF_K + rank)}
     for rank, row in enumerate(keyword, start=1):
-        entry = fused.setdefault(row["chunk_id"], {**row, "vectorScore": None, "fusedScore": 0.0})
+        entry = fused.setdefault(row["chunk_id"], {**row, "vectorScore": row.get("similarity"), "fusedScore": 0.0})
         entry["keywordScore"] = float(row["score"])
         entry["fusedScore"] += 1.0 / (RRF_K + rank)
     best = 2.0 / (RRF_K + 1)

@@ -104,16 +104,24 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
 
 
 def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: TextQuery,
-                   top_k: int, filters: SearchFilters = SearchFilters()) -> list[dict]:
+                   top_k: int, filters: SearchFilters = SearchFilters(),
+                   similarity_to: Optional[tuple[Sequence[float], int]] = None) -> list[dict]:
     """PostgreSQL full-text search (GIN index). ts_rank with normalisation 32 maps
-    the rank into 0..1 (rank / (rank + 1)); titles (weight A) count more than bodies (B)."""
+    the rank into 0..1 (rank / (rank + 1)); titles (weight A) count more than bodies (B).
+    With similarity_to (a query vector and its dimension) each hit also carries its
+    cosine similarity to the query, computed for the top_k hits only."""
     params = scope(principal, kb_ids=list(kb_ids), k=top_k, tsquery=query.text)
     where = filter_sql(filters, params)
+    similarity = ""
+    if similarity_to is not None:
+        vector, dim = similarity_to
+        params["q"] = as_vector(vector)
+        similarity = f", 1 - (c.embedding::vector({int(dim)}) <=> %(q)b::vector({int(dim)})) AS similarity"
     # Ranked in a single-table scan of the GIN matches, as in semantic_search: with
     # the joins inside, the planner under-estimates the matches and walks the whole
     # table in document order (3 s instead of 1.5 s at a million chunks).
     return conn.execute(
-        f"""SELECT {RESULT_COLUMNS}, c.score
+        f"""SELECT {RESULT_COLUMNS}, c.score{similarity}
               FROM (SELECT c.*, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
                       FROM chunks c, {query.parser}('english', %(tsquery)s) q
                      WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ q{where}

@@ -68,7 +68,7 @@ def test_quick_add_duplicate_link_edit_and_remove(api, agent, product_docs):
     assert tool["name"] == "search_product_documentation"
     assert tool["description"] == "Search Product Documentation knowledge base"
     assert tool["config"] == {"knowledgeBaseId": product_docs["id"], "knowledgeBaseName": "Product Documentation",
-                              "defaultTopK": 5, "defaultMinScore": 0.7}
+                              "defaultTopK": 5, "defaultMinScore": 0.3}
     available = api.call("GET", f"/agents/{agent['id']}/available-knowledge-bases").json()["data"]["items"]
     assert next(k for k in available if k["id"] == product_docs["id"])["linked"] is True
 
@@ -101,7 +101,7 @@ def test_linking_with_explicit_names_and_errors(api, agent, product_docs, strang
     body = {"knowledgeBaseId": product_docs["id"], "toolName": "search_product_docs",
             "toolDescription": "Search product documentation knowledge base", "defaultTopK": 7}
     tool = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools", body).json()["data"]
-    assert tool["config"]["defaultTopK"] == 7 and tool["config"]["defaultMinScore"] == 0.7
+    assert tool["config"]["defaultTopK"] == 7 and tool["config"]["defaultMinScore"] == 0.3
     missing = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools", {"knowledgeBaseId": "kb_nope", "quickAdd": True})
     assert missing.status_code == 404
     assert api.call("POST", "/agents/agent_nope/knowledge-base-tools",

@@ -174,3 +174,41 @@ def test_queries_without_searchable_words_answer_empty_not_an_error(library, que
         answer = search(principal, _req(kb, query, strategy=strategy))
         assert answer["resultCount"] >= 0
     assert search(principal, _req(kb, query, strategy="keyword"))["resultCount"] == 0
+
+
+REFUND = ("Refunds: if you are not satisfied with your purchase, you can ask for a full refund within 30 days."
+          " Contact support with your order number and we will return the payment to your original card.")
+
+
+def test_a_quick_added_tool_finds_the_refund_policy_for_money_back(tenant):
+    """The issue's case: the refund passage is the top semantic hit, yet a tool made by
+    quick add answered nothing, because its threshold was applied to the fused score."""
+    from chalicelib.agents import service
+    from chalicelib.agents.invoke import invoke_tool
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Help centre", description="")
+    _ingest(kb["id"], "refunds.txt", REFUND)
+    _ingest(kb["id"], "shipping.txt", "Shipping: orders leave our warehouse within two business days.")
+    _ingest(kb["id"], "volcano.txt", "Stratovolcanoes build steep cones from layers of lava and ash.")
+    agent = service.create_agent(principal, name="Support", description="", tools=[])
+    tool = service.link_knowledge_base(principal, agent["id"], kb_id=kb["id"], quick_add=True,
+                                       name=None, description=None, top_k=None, min_score=None)
+    run = invoke_tool(principal, agent["id"], tool["id"], {"query": "How can I get my money back?"})
+    assert [p.source for p in run.result.passages] == ["refunds.txt"]  # the unrelated two are below 0.3
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_min_score_is_the_cosine_similarity_whatever_the_strategy(tenant, strategy):
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Help", description="")
+    _ingest(kb["id"], "refunds.txt", REFUND)
+    _ingest(kb["id"], "card.txt", "The support card game has a full deck of refund cards and order tokens.")
+    query = "full refund order"  # both share words with it; only one answers it
+    everything = search(principal, _req(kb, query, strategy="semantic", top_k=5))
+    cosine = {r["source"]: r["similarity"] for r in everything["results"]}
+    cut = (cosine["refunds.txt"] + cosine["card.txt"]) / 2
+    assert cosine["refunds.txt"] > cut > cosine["card.txt"]
+    answer = search(principal, _req(kb, query, strategy=strategy, top_k=5, min_score=cut, debug=True))
+    assert _sources(answer) == ["refunds.txt"]
+    assert answer["results"][0]["scores"]["vectorScore"] == pytest.approx(cosine["refunds.txt"], abs=1e-5)
