@@ -5,12 +5,12 @@ from typing import Optional
 from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.retrieval.model import PRIORITIES, STRATEGIES, SearchRequest
-from chalicelib.storage.filters import SearchFilters
+from chalicelib.storage.filters import COMPARISONS, GROUPS, NUMERIC, Condition, Expression, Group, SearchFilters
 from chalicelib.validate import (bool_field, camel_case, choice_field, int_field, number_field,
                                  refuse_unknown, string_field, string_list)
 
 FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata")
-SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "filters", "maxTokens", "prioritizeBy", "debug")
+SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "filters", "filter", "maxTokens", "prioritizeBy", "debug")
 
 
 def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
@@ -22,9 +22,63 @@ def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
         raise Invalid.field(str(name), f"is not a search field{hint} (use {', '.join(allowed)})")
 
 
-def parse_filters(value) -> SearchFilters:
+def parse_filter(value, path: str = "filter") -> Expression:
+    """Bedrock's RetrievalFilter: one operator per object, e.g.
+    {"andAll": [{"greaterThan": {"key": "year", "value": 2022}}, {"equals": {"key": "team", "value": "energy"}}]}."""
+    count = [0]
+
+    def walk(node, where: str, depth: int) -> Expression:
+        if not isinstance(node, dict) or len(node) != 1:
+            raise Invalid.field(where, "must be an object with exactly one operator "
+                                       f"({', '.join(COMPARISONS + GROUPS)})", code="INVALID_FILTER")
+        (op, operand), = node.items()
+        if op in GROUPS:
+            if depth >= limits.FILTER_MAX_DEPTH:
+                raise Invalid.field(where, f"nests deeper than {limits.FILTER_MAX_DEPTH} levels", code="INVALID_FILTER")
+            if not isinstance(operand, list) or len(operand) < 2:
+                raise Invalid.field(f"{where}.{op}", "must be a list of at least 2 filters (use a single filter alone)",
+                                    code="INVALID_FILTER")
+            return Group(op, tuple(walk(m, f"{where}.{op}[{i}]", depth + 1) for i, m in enumerate(operand)))
+        if op not in COMPARISONS:
+            raise Invalid.field(f"{where}.{op}", f"is not a filter operator; use one of {', '.join(COMPARISONS + GROUPS)}",
+                                code="INVALID_FILTER")
+        count[0] += 1
+        if count[0] > limits.FILTER_MAX_CONDITIONS:
+            raise Invalid.field(path, f"has more than {limits.FILTER_MAX_CONDITIONS} conditions", code="INVALID_FILTER")
+        here = f"{where}.{op}"
+        if not isinstance(operand, dict) or set(operand) != {"key", "value"}:
+            raise Invalid.field(here, 'must be {"key": ..., "value": ...}', code="INVALID_FILTER")
+        key, val = operand["key"], operand["value"]
+        if not isinstance(key, str) or not 0 < len(key) <= limits.FILTER_KEY_MAX_CHARS:
+            raise Invalid.field(f"{here}.key", f"must be a string of 1 to {limits.FILTER_KEY_MAX_CHARS} characters",
+                                code="INVALID_FILTER")
+        _check_filter_value(op, val, f"{here}.value")
+        return Condition(op, key, val)
+
+    return walk(value, path, 0)
+
+
+def _check_filter_value(op: str, value, where: str) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    scalar = number or isinstance(value, (str, bool))
+    if op in NUMERIC and not number:
+        raise Invalid.field(where, f"must be a number for {op}", code="INVALID_FILTER")
+    if op in ("startsWith", "stringContains") and not (isinstance(value, str) and value):
+        raise Invalid.field(where, f"must be a non-empty string for {op}", code="INVALID_FILTER")
+    if op == "listContains" and not scalar:
+        raise Invalid.field(where, "must be a string, number or boolean for listContains", code="INVALID_FILTER")
+    if op in ("in", "notIn") and not (isinstance(value, list) and 0 < len(value) <= limits.FILTER_LIST_MAX):
+        raise Invalid.field(where, f"must be a list of 1 to {limits.FILTER_LIST_MAX} values for {op}",
+                            code="INVALID_FILTER")
+    if op in ("equals", "notEquals") and value is None:
+        raise Invalid.field(where, f"must not be null for {op}", code="INVALID_FILTER")
+
+
+def parse_filters(value, expression=None) -> SearchFilters:
+    """The `filters` shorthand and the `filter` expression; both apply when both are given."""
+    parsed = parse_filter(expression) if expression is not None else None
     if value is None:
-        return SearchFilters()
+        return SearchFilters(expression=parsed)
     if not isinstance(value, dict):
         raise Invalid.field("filters", "must be an object")
     refuse_unknown(value, FILTER_FIELDS, f"is not a filter; use {', '.join(FILTER_FIELDS)}", prefix="filters.")
@@ -37,7 +91,7 @@ def parse_filters(value) -> SearchFilters:
         tags=tuple(string_list(value["tags"], "filters.tags")) if value.get("tags") is not None else (),
         document_ids=(tuple(string_list(value["documentIds"], "filters.documentIds"))
                       if value.get("documentIds") is not None else ()),
-        metadata=metadata or {})
+        metadata=metadata or {}, expression=parsed)
 
 
 def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Optional[int] = None,
@@ -52,7 +106,7 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
         top_k=int_field(body.get("topK"), "topK", limits.TOP_K, default=top_k_default, whole_floats=whole_floats),
         min_score=number_field(body.get("minScore"), "minScore", limits.MIN_SCORE, default=min_score_default),
         strategy=choice_field(body, "strategy", STRATEGIES, limits.DEFAULT_STRATEGY),
-        filters=parse_filters(body.get("filters")),
+        filters=parse_filters(body.get("filters"), body.get("filter")),
         max_tokens=int_field(body.get("maxTokens"), "maxTokens", limits.MAX_TOKENS),
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),
         debug=bool_field(body, "debug"),

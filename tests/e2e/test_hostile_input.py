@@ -113,3 +113,13 @@ def test_a_search_field_the_service_does_not_know_is_a_400_not_ignored(api, kb, 
     answer = invoke(lambda_client, {"apiKey": api.key, "knowledgeBaseId": kb["id"], "query": "x", "top_k": 1})
     assert answer["error"]["status"] == 400 and answer["error"]["message"].startswith("top_k:")
     assert invoke(lambda_client, {"apiKey": api.key, "knowledgeBaseId": kb["id"], "query": "x", "topK": 1})["success"]
+
+
+def test_a_filter_operator_the_service_does_not_know_is_a_400_naming_it(api, kb, lambda_client):
+    bad = {"andAll": [{"equals": {"key": "team", "value": "energy"}}, {"between": {"key": "year", "value": [1, 2]}}]}
+    answer = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": "x", "filter": bad})
+    assert _refused(answer, 400, "INVALID_FILTER")["message"].startswith("filter.andAll[1].between: is not a filter operator")
+    answer = invoke(lambda_client, {"apiKey": api.key, "knowledgeBaseId": kb["id"], "query": "x", "filter": bad})
+    assert answer["error"]["status"] == 400 and "between" in answer["error"]["message"]
+    good = {"orAll": [{"equals": {"key": "team", "value": "energy"}}, {"greaterThan": {"key": "year", "value": 2022}}]}
+    assert api.call("POST", "/search", {"knowledgeBaseIds": [kb["id"]], "query": "x", "filter": good}).status_code == 200

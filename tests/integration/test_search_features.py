@@ -212,3 +212,66 @@ def test_min_score_is_the_cosine_similarity_whatever_the_strategy(tenant, strate
     answer = search(principal, _req(kb, query, strategy=strategy, top_k=5, min_score=cut, debug=True))
     assert _sources(answer) == ["refunds.txt"]
     assert answer["results"][0]["scores"]["vectorScore"] == pytest.approx(cosine["refunds.txt"], abs=1e-5)
+
+
+@pytest.fixture
+def reports(tenant):
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Reports", description="")
+    attributes = {
+        "a.txt": {"year": 2023, "team": "energy", "tags": ["solar", "grid"], "region": "north-east"},
+        "b.txt": {"year": 2021, "team": "energy", "tags": ["wind"], "region": "south"},
+        "c.txt": {"year": 2024, "team": "ocean", "tags": ["reef"], "region": "north"},
+        "d.txt": {"year": "2024", "team": "100%_sure"},  # a year as text is not a number
+        "e.txt": {},
+    }
+    for name, metadata in attributes.items():
+        doc_id = _ingest(kb["id"], name, f"Annual report {name}: progress on the programme.")
+        with connection() as conn:
+            conn.execute("UPDATE chunks SET metadata = %s::jsonb WHERE document_id = %s",
+                         (__import__("json").dumps(metadata), doc_id))
+    return principal, kb
+
+
+@pytest.mark.parametrize("expression,expected", [
+    ({"andAll": [{"greaterThan": {"key": "year", "value": 2022}}, {"equals": {"key": "team", "value": "energy"}}]},
+     {"a.txt"}),
+    ({"equals": {"key": "team", "value": "ocean"}}, {"c.txt"}),
+    ({"equals": {"key": "year", "value": 2024.0}}, {"c.txt"}),
+    ({"notEquals": {"key": "team", "value": "energy"}}, {"c.txt", "d.txt", "e.txt"}),
+    ({"greaterThanOrEquals": {"key": "year", "value": 2023}}, {"a.txt", "c.txt"}),
+    ({"lessThan": {"key": "year", "value": 2023}}, {"b.txt"}),
+    ({"lessThanOrEquals": {"key": "year", "value": 2021}}, {"b.txt"}),
+    ({"in": {"key": "team", "value": ["ocean", "sky"]}}, {"c.txt"}),
+    ({"notIn": {"key": "team", "value": ["energy"]}}, {"c.txt", "d.txt", "e.txt"}),
+    ({"startsWith": {"key": "region", "value": "north"}}, {"a.txt", "c.txt"}),
+    ({"startsWith": {"key": "team", "value": "100%_"}}, {"d.txt"}),
+    ({"startsWith": {"key": "team", "value": "1%"}}, set()),  # % is a character, not a wildcard
+    ({"listContains": {"key": "tags", "value": "wind"}}, {"b.txt"}),
+    ({"stringContains": {"key": "region", "value": "east"}}, {"a.txt"}),
+    ({"stringContains": {"key": "tags", "value": "ee"}}, {"c.txt"}),  # a member of a list
+    ({"orAll": [{"equals": {"key": "team", "value": "ocean"}}, {"listContains": {"key": "tags", "value": "wind"}}]},
+     {"b.txt", "c.txt"}),
+    ({"andAll": [{"equals": {"key": "team", "value": "energy"}},
+                 {"orAll": [{"listContains": {"key": "tags", "value": "grid"}},
+                            {"lessThan": {"key": "year", "value": 2000}}]}]}, {"a.txt"}),
+])
+def test_bedrock_filter_operators_select_in_sql(reports, expression, expected):
+    principal, kb = reports
+    for strategy in ("semantic", "keyword", "hybrid"):
+        answer = search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query="annual report",
+                                                 strategy=strategy, top_k=10,
+                                                 filters=parse_filters(None, expression)))
+        assert set(_sources(answer)) == expected, strategy
+
+
+def test_the_filter_expression_and_the_filters_shorthand_both_apply(reports):
+    principal, kb = reports
+    answer = search(principal, SearchRequest(
+        knowledge_base_ids=(kb["id"],), query="annual report", top_k=10,
+        filters=parse_filters({"filename": "[ab]*"}, {"equals": {"key": "team", "value": "energy"}})))
+    assert _sources(answer) == []  # a glob has no brackets: "[ab]*" names no file
+    answer = search(principal, SearchRequest(
+        knowledge_base_ids=(kb["id"],), query="annual report", top_k=10,
+        filters=parse_filters({"filename": "a*"}, {"equals": {"key": "team", "value": "energy"}})))
+    assert _sources(answer) == ["a.txt"]

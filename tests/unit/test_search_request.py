@@ -35,3 +35,50 @@ def test_a_callers_own_fields_are_allowed_only_where_it_says_so():
     assert parse_search_request(["kb_1"], body, extra_fields=("knowledgeBaseIds",)).query == "x"
     with pytest.raises(Invalid, match="knowledgeBaseIds: is not a search field"):
         parse_search_request(["kb_1"], body)
+
+
+def _eq(key="team", value="energy"):
+    return {"equals": {"key": key, "value": value}}
+
+
+def test_the_filter_expression_parses_into_a_tree():
+    from chalicelib.storage.filters import Condition, Group
+
+    request = parse_search_request(["kb_1"], {"query": "x", "filter": {
+        "andAll": [{"greaterThan": {"key": "year", "value": 2022}}, _eq()]}})
+    assert request.filters.expression == Group("andAll", (Condition("greaterThan", "year", 2022),
+                                                          Condition("equals", "team", "energy")))
+
+
+def _nested(depth: int) -> dict:
+    node = _eq()
+    for _ in range(depth):
+        node = {"orAll": [node, _eq()]}
+    return node
+
+
+@pytest.mark.parametrize("expression,message", [
+    ({"between": {"key": "year", "value": [1, 2]}}, "filter.between: is not a filter operator"),
+    ({"andAll": [_eq(), {"like": {"key": "a", "value": "b"}}]}, "filter.andAll[1].like: is not a filter operator"),
+    ({"andAll": [_eq()]}, "filter.andAll: must be a list of at least 2 filters"),
+    ({"equals": {"key": "a", "value": 1}, "in": {"key": "a", "value": [1]}}, "filter: must be an object with exactly one"),
+    ([_eq()], "filter: must be an object with exactly one"),
+    ({"greaterThan": {"key": "year", "value": "2022"}}, "filter.greaterThan.value: must be a number"),
+    ({"greaterThan": {"key": "year", "value": True}}, "filter.greaterThan.value: must be a number"),
+    ({"in": {"key": "team", "value": []}}, "filter.in.value: must be a list of 1 to"),
+    ({"startsWith": {"key": "team", "value": 3}}, "filter.startsWith.value: must be a non-empty string"),
+    ({"listContains": {"key": "tags", "value": ["a"]}}, "filter.listContains.value: must be a string, number"),
+    ({"equals": {"key": "", "value": 1}}, "filter.equals.key: must be a string of 1 to 100"),
+    ({"equals": {"key": "a"}}, 'filter.equals: must be {"key": ..., "value": ...}'),
+    ({"equals": {"key": "a", "value": None}}, "filter.equals.value: must not be null"),
+    (_nested(limits.FILTER_MAX_DEPTH + 1), "nests deeper than"),
+    ({"orAll": [_eq() for _ in range(limits.FILTER_MAX_CONDITIONS + 1)]}, "filter: has more than 50 conditions"),
+])
+def test_a_bad_filter_is_a_400_that_names_where(expression, message):
+    with pytest.raises(Invalid) as err:
+        parse_search_request(["kb_1"], {"query": "x", "filter": expression})
+    assert message in err.value.message and err.value.code == "INVALID_FILTER"
+
+
+def test_the_deepest_allowed_filter_parses():
+    parse_search_request(["kb_1"], {"query": "x", "filter": _nested(limits.FILTER_MAX_DEPTH)})
