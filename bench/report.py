@@ -156,6 +156,14 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         lines += [f"Our keyword signal is PostgreSQL's `ts_rank`, not BM25: it has no inverse document frequency "
                   f"and no length saturation, and rank_bm25 beats it ({bm25['nDCG@10']:.4f} against "
                   f"{keyword['nDCG@10']:.4f} nDCG@10). A BM25 ranking in the database would lift hybrid too.", ""]
+    if ours.get("fusion"):
+        lines += ["Hybrid by fusion method and weight (semantic weight; keyword gets the rest), in the service on "
+                  "the same queries: by score is each list's scores min-max normalised over its candidates and "
+                  "summed with the weights; by rank is reciprocal-rank fusion (k 60).", "",
+                  "| fusion | semantic weight | nDCG@10 | recall@10 |", "|---|---|---|---|"]
+        lines += [f"| {r['method']} | {r['semanticWeight']:.1f} | {r['ndcgAt10']:.4f} | {r['recallAt10']:.4f} |"
+                  f"{' the service' if r['service'] else ''}" for r in ours["fusion"]]
+        lines.append("")
     lines += [
               f"![quality]({images[1]})", "",
               "## Search latency", "",
@@ -243,7 +251,30 @@ def main() -> None:
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
     report.write_text(markdown(ours, peer, ingest, images, args.quick, emb))
-    print(f"\nwrote {report}")
+    figures = out_dir / "benchmarks.json"
+    figures.write_text(json.dumps(figures_json(ours, peer), indent=1) + "\n")
+    print(f"\nwrote {report} and {figures}")
+
+
+def figures_json(ours: dict, peer: dict) -> dict:
+    """Every figure of the report in one machine-readable file (camelCase keys)."""
+    search = []
+    for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0])):
+        for label, r in row["service"].items():
+            strategy, cache = label.split("/")
+            api = row["api"].get(label, {})
+            search.append({"chunks": int(size), "strategy": strategy, "cache": cache, "p50Ms": r["p50"],
+                           "p95Ms": r["p95"], "p99Ms": r["p99"], "apiP50Ms": api.get("p50"),
+                           "apiP95Ms": api.get("p95")})
+    hnsw = [{"chunks": int(size), "efSearch": int(ef), "recallAt10": h["recall@10"], "scanP50Ms": h["p50"],
+             "service": int(ef) == ours["serviceEfSearch"]}
+            for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0]))
+            for ef, h in row["hnsw"].items()]
+    quality = [{"method": f"ours: {name}", "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"]}
+               for name, q in ours["quality"].items()]
+    quality += [{"method": name, "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"]} for name, q in peer.items()]
+    return {"search": search, "hnswRecall": hnsw, "quality": quality, "fusion": ours.get("fusion", []),
+            "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", [])}
 
 
 if __name__ == "__main__":

@@ -67,15 +67,35 @@ def load(kb: dict, docs: list[dict]) -> tuple[list[dict], dict]:
     return flat, doc_to_corpus
 
 
-def run_queries(principal, kb, queries, doc_to_corpus, strategy: str, top_k: int = 100) -> dict[str, list[str]]:
+def run_queries(principal, kb, queries, doc_to_corpus, strategy: str, top_k: int = 100,
+                **options) -> dict[str, list[str]]:
     from chalicelib.retrieval import SearchRequest, search
 
     runs = {}
     for q in queries:
         answer = search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=top_k,
-                                                 strategy=strategy, max_tokens=10**9))
+                                                 strategy=strategy, max_tokens=10**9, **options))
         runs[q["_id"]] = dedupe([doc_to_corpus.get(p.document_id, p.document_id) for p in answer.passages])
     return runs
+
+
+def fusion_sweep(principal, kb, queries, qrels, doc_to_corpus) -> list[dict]:
+    """Hybrid quality by fusion method and semantic weight (keyword = 1 - it), in the
+    service: by score (min-max normalised, the default) and by rank (RRF, k 60)."""
+    from chalicelib import limits
+
+    rows = []
+    print(f"\n{'fusion':6} {'semantic weight':>15} {'nDCG@10':>8} {'R@10':>7}")
+    for method, weights in (("score", [i / 10 for i in range(11)]), ("rank", [0.3, 0.5, 0.7])):
+        for w in weights:
+            scores = quality(run_queries(principal, kb, queries, doc_to_corpus, "hybrid",
+                                         hybrid_weights=(w, 1 - w), fusion=method), qrels)
+            service = method == "score" and (w, 1 - w) == limits.HYBRID_WEIGHTS
+            rows.append({"method": method, "semanticWeight": w, "ndcgAt10": scores["nDCG@10"],
+                         "recallAt10": scores["recall@10"], "service": service})
+            print(f"{method:6} {w:15.1f} {scores['nDCG@10']:8.4f} {scores['recall@10']:7.4f}"
+                  f"{'  <- the service' if service else ''}")
+    return rows
 
 
 def grow_to(kb, flat: list[dict], target: int, rng: random.Random) -> float:
@@ -251,6 +271,8 @@ def main() -> dict:
         results["quality"][strategy] = scores
         print(f"{strategy:10} {scores['nDCG@10']:8.4f} {scores['recall@10']:7.4f} "
               f"{scores['recall@100']:7.4f} {scores['MRR@10']:7.4f}")
+
+    results["fusion"] = fusion_sweep(principal, kb, queries, qrels, doc_to_corpus)
 
     sample = queries[: (10 if args.quick else args.queries)]
     results["latencyQueries"] = len(sample)

@@ -21,6 +21,8 @@ class SearchRequest:
     max_tokens: int = int(limits.MAX_TOKENS.default)
     prioritize_by: str = limits.DEFAULT_PRIORITY
     debug: bool = False
+    hybrid_weights: tuple[float, float] = limits.HYBRID_WEIGHTS  # (semantic, keyword), summing to 1
+    fusion: str = "score"  # or "rank": not in the API, the benchmark compares the two
 
     @property
     def knowledge_base_id(self) -> str:

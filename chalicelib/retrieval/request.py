@@ -10,7 +10,8 @@ from chalicelib.validate import (bool_field, camel_case, choice_field, int_field
                                  refuse_unknown, string_field, string_list)
 
 FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata")
-SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "filters", "filter", "maxTokens", "prioritizeBy", "debug")
+SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "hybridWeights", "filters", "filter", "maxTokens",
+                 "prioritizeBy", "debug")
 
 
 def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
@@ -74,6 +75,25 @@ def _check_filter_value(op: str, value, where: str) -> None:
         raise Invalid.field(where, f"must not be null for {op}", code="INVALID_FILTER")
 
 
+def parse_hybrid_weights(value, strategy: str) -> tuple[float, float]:
+    """{"semantic": w, "keyword": w}: non-negative, not both 0; scaled to sum to 1."""
+    if value is None:
+        return limits.HYBRID_WEIGHTS
+    if strategy != "hybrid":
+        raise Invalid.field("hybridWeights", f"applies to the hybrid strategy only, not {strategy}")
+    if not isinstance(value, dict):
+        raise Invalid.field("hybridWeights", 'must be an object {"semantic": number, "keyword": number}')
+    refuse_unknown(value, ("semantic", "keyword"), "is not a weight; use semantic, keyword", prefix="hybridWeights.")
+    for name in ("semantic", "keyword"):
+        if value.get(name) is None:
+            raise Invalid.field(f"hybridWeights.{name}", "is required (a number, 0 for none)")
+    weights = tuple(number_field(value[name], f"hybridWeights.{name}", limits.HYBRID_WEIGHT)
+                    for name in ("semantic", "keyword"))
+    if sum(weights) == 0:
+        raise Invalid.field("hybridWeights", "needs a weight above 0")
+    return weights[0] / sum(weights), weights[1] / sum(weights)
+
+
 def parse_filters(value, expression=None) -> SearchFilters:
     """The `filters` shorthand and the `filter` expression; both apply when both are given."""
     parsed = parse_filter(expression) if expression is not None else None
@@ -100,12 +120,14 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
     """The defaults are the service's unless a tool's configuration gives its own;
     extra_fields are the caller's own (knowledgeBaseIds, apiKey…), read elsewhere."""
     refuse_unknown_fields(body, SEARCH_FIELDS + extra_fields)
+    strategy = choice_field(body, "strategy", STRATEGIES, limits.DEFAULT_STRATEGY)
     return SearchRequest(
         knowledge_base_ids=tuple(kb_ids),
         query=string_field(body, "query", required=True, max_length=limits.QUERY_MAX_CHARS),
         top_k=int_field(body.get("topK"), "topK", limits.TOP_K, default=top_k_default, whole_floats=whole_floats),
         min_score=number_field(body.get("minScore"), "minScore", limits.MIN_SCORE, default=min_score_default),
-        strategy=choice_field(body, "strategy", STRATEGIES, limits.DEFAULT_STRATEGY),
+        strategy=strategy,
+        hybrid_weights=parse_hybrid_weights(body.get("hybridWeights"), strategy),
         filters=parse_filters(body.get("filters"), body.get("filter")),
         max_tokens=int_field(body.get("maxTokens"), "maxTokens", limits.MAX_TOKENS),
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),

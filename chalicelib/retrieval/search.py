@@ -3,8 +3,9 @@
 Scores per strategy (a passage's `similarity`, the order of the results):
 - semantic: cosine similarity of the query and passage embeddings, 0..1 in practice;
 - keyword: PostgreSQL's ts_rank normalised as rank / (rank + 1), 0..1;
-- hybrid: reciprocal-rank fusion of both lists (k = 60), divided by its maximum
-  (first in both lists), so 1.0 means "ranked first by both".
+- hybrid: each list's scores min-max normalised over its candidates, then weighted
+  (hybridWeights, semantic 0.6 and keyword 0.4 unless asked) and summed, so 1.0 means
+  "ranked first by both" (see fuse).
 
 minScore has one meaning whatever the strategy: the cosine similarity of the passage
 to the question (scores.vector). A fused or keyword score says where a passage ranks
@@ -17,6 +18,7 @@ import time
 from datetime import datetime, timezone
 from typing import Optional
 
+from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Unavailable
@@ -90,7 +92,7 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
         return [_scored(r, vector=r["score"]) for r in semantic], hit
     if request.strategy == "keyword":
         return [_scored(r, keyword=r["score"], vector=r.get("similarity")) for r in keyword], hit
-    return fuse(semantic, keyword), hit
+    return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit
 
 
 def _scored(row: dict, vector=None, keyword=None) -> dict:
@@ -98,20 +100,46 @@ def _scored(row: dict, vector=None, keyword=None) -> dict:
             "fusedScore": None}
 
 
-def fuse(semantic: list[dict], keyword: list[dict]) -> list[dict]:
-    """Reciprocal-rank fusion, normalised so that first in both lists scores 1.0."""
+def fuse(semantic: list[dict], keyword: list[dict], weights: tuple[float, float] = limits.HYBRID_WEIGHTS,
+         method: str = "score") -> list[dict]:
+    """Both candidate lists as one, scored 0..1 (1.0: first in both lists).
+
+    "score" (the service's): a convex combination of each list's scores min-max
+    normalised over its candidates; a passage missing from a list gets 0 there.
+    "rank": reciprocal-rank fusion (k = 60), each list's term weighted, divided by its
+    maximum. On the SciFact train queries fusion by score ranks better (make bench:
+    the fusion table), as the hand check in issue 12 found outside the service."""
+    w_semantic, w_keyword = weights
     fused: dict[int, dict] = {}
-    for rank, row in enumerate(semantic, start=1):
-        fused[row["chunk_id"]] = {**row, "vectorScore": float(row["score"]), "keywordScore": None,
-                                  "fusedScore": 1.0 / (RRF_K + rank)}
-    for rank, row in enumerate(keyword, start=1):
-        entry = fused.setdefault(row["chunk_id"], {**row, "vectorScore": row.get("similarity"), "fusedScore": 0.0})
+    for row in semantic:
+        fused[row["chunk_id"]] = {**row, "vectorScore": float(row["score"]), "keywordScore": None}
+    for row in keyword:
+        entry = fused.setdefault(row["chunk_id"], {**row, "vectorScore": row.get("similarity")})
         entry["keywordScore"] = float(row["score"])
-        entry["fusedScore"] += 1.0 / (RRF_K + rank)
-    best = 2.0 / (RRF_K + 1)
+    if method == "rank":
+        parts = [(w_semantic, _ranks(semantic)), (w_keyword, _ranks(keyword))]
+        best = sum(w / (RRF_K + 1) for w, _ in parts)
+        for chunk_id, entry in fused.items():
+            entry["fusedScore"] = sum(w / (RRF_K + ranks[chunk_id]) for w, ranks in parts if chunk_id in ranks) / best
+    else:
+        parts = [(w_semantic, _min_max(semantic)), (w_keyword, _min_max(keyword))]
+        for chunk_id, entry in fused.items():
+            entry["fusedScore"] = sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts)
     for entry in fused.values():
-        entry["score"] = entry["fusedScore"] / best
-    return sorted(fused.values(), key=lambda e: e["score"], reverse=True)
+        entry["score"] = entry["fusedScore"]
+    return sorted(fused.values(), key=lambda e: (-e["score"], e["chunk_id"]))
+
+
+def _ranks(rows: list[dict]) -> dict:
+    return {row["chunk_id"]: rank for rank, row in enumerate(rows, start=1)}
+
+
+def _min_max(rows: list[dict]) -> dict:
+    if not rows:
+        return {}
+    scores = [float(row["score"]) for row in rows]
+    low, span = min(scores), max(scores) - min(scores)
+    return {row["chunk_id"]: (s - low) / span if span > 0 else 1.0 for row, s in zip(rows, scores)}
 
 
 def _recency(row: dict) -> float:

@@ -275,3 +275,15 @@ def test_the_filter_expression_and_the_filters_shorthand_both_apply(reports):
         knowledge_base_ids=(kb["id"],), query="annual report", top_k=10,
         filters=parse_filters({"filename": "a*"}, {"equals": {"key": "team", "value": "energy"}})))
     assert _sources(answer) == ["a.txt"]
+
+
+def test_hybrid_weights_move_the_ranking_between_the_two_signals(library):
+    principal, kb, _ = library
+    query = "XQ-4471 volcanic lava"  # the code only matches by words; lava by meaning and words
+    semantic = search(principal, _req(kb, query, strategy="semantic", top_k=3))
+    keyword = search(principal, _req(kb, query, strategy="keyword", top_k=3))
+    assert _sources(semantic)[0] != _sources(keyword)[0]
+    only_meaning = search(principal, _req(kb, query, top_k=3, hybrid_weights=(1.0, 0.0)))
+    only_words = search(principal, _req(kb, query, top_k=3, hybrid_weights=(0.0, 1.0)))
+    assert _sources(only_meaning)[0] == _sources(semantic)[0]
+    assert _sources(only_words)[0] == _sources(keyword)[0]

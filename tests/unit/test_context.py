@@ -1,3 +1,5 @@
+import pytest
+
 from chalicelib.embeddings.tokens import count_tokens
 from chalicelib.retrieval.context import cut_to_tokens, pack
 from chalicelib.retrieval.search import RRF_K, fuse
@@ -37,13 +39,26 @@ def test_cut_to_tokens_never_exceeds_the_budget():
         assert text.startswith(cut)
 
 
-def test_reciprocal_rank_fusion_rewards_agreement():
-    semantic = [{"chunk_id": 1, "score": 0.9}, {"chunk_id": 2, "score": 0.8}]
-    keyword = [{"chunk_id": 2, "score": 0.5}, {"chunk_id": 3, "score": 0.4}]
-    fused = fuse(semantic, keyword)
-    assert [f["chunk_id"] for f in fused][0] == 2
+SEMANTIC = [{"chunk_id": 1, "score": 0.9}, {"chunk_id": 2, "score": 0.8}, {"chunk_id": 4, "score": 0.5}]
+KEYWORD = [{"chunk_id": 2, "score": 0.5}, {"chunk_id": 3, "score": 0.4}, {"chunk_id": 5, "score": 0.1}]
+
+
+def test_fusion_by_score_weighs_each_list_min_max_normalised():
+    fused = {f["chunk_id"]: f for f in fuse(SEMANTIC, KEYWORD, (0.5, 0.5))}
+    # semantic 1, 0.75, 0 and keyword 1, 0.75, 0 after min-max; a missing score counts 0
+    assert fused[2]["score"] == pytest.approx(0.5 * 0.75 + 0.5 * 1.0)
+    assert fused[1]["score"] == pytest.approx(0.5) and fused[3]["score"] == pytest.approx(0.375)
+    assert [f["chunk_id"] for f in fuse(SEMANTIC, KEYWORD)][0] == 2  # also at the default weights  # agreement wins
+    assert fused[2]["vectorScore"] == 0.8 and fused[2]["keywordScore"] == 0.5 and fused[1]["keywordScore"] is None
+    assert [f["chunk_id"] for f in fuse(SEMANTIC, KEYWORD, (1.0, 0.0))][:2] == [1, 2]
+    assert [f["chunk_id"] for f in fuse(SEMANTIC, KEYWORD, (0.0, 1.0))][:2] == [2, 3]
+    assert fuse([{"chunk_id": 7, "score": 0.3}], [{"chunk_id": 7, "score": 0.2}])[0]["score"] == pytest.approx(1.0)
+
+
+def test_fusion_by_rank_rewards_agreement():
+    fused = fuse(SEMANTIC, KEYWORD, (0.5, 0.5), method="rank")
     top = fused[0]
-    assert abs(top["fusedScore"] - (1 / (RRF_K + 2) + 1 / (RRF_K + 1))) < 1e-12
-    assert 0 < top["score"] <= 1 and top["vectorScore"] == 0.8 and top["keywordScore"] == 0.5
-    only_semantic = next(f for f in fused if f["chunk_id"] == 1)
-    assert only_semantic["keywordScore"] is None
+    assert top["chunk_id"] == 2
+    best = 0.5 / (RRF_K + 1) * 2
+    assert top["score"] == pytest.approx((0.5 / (RRF_K + 2) + 0.5 / (RRF_K + 1)) / best)
+    assert 0 < top["score"] <= 1

@@ -82,3 +82,23 @@ def test_a_bad_filter_is_a_400_that_names_where(expression, message):
 
 def test_the_deepest_allowed_filter_parses():
     parse_search_request(["kb_1"], {"query": "x", "filter": _nested(limits.FILTER_MAX_DEPTH)})
+
+
+def test_hybrid_weights_are_scaled_to_sum_to_one():
+    assert parse_search_request(["kb_1"], {"query": "x"}).hybrid_weights == limits.HYBRID_WEIGHTS
+    request = parse_search_request(["kb_1"], {"query": "x", "hybridWeights": {"semantic": 3, "keyword": 1}})
+    assert request.hybrid_weights == (0.75, 0.25)
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"strategy": "semantic", "hybridWeights": {"semantic": 1, "keyword": 0}}, "hybridWeights: applies to the hybrid strategy only"),
+    ({"hybridWeights": [0.5, 0.5]}, "hybridWeights: must be an object"),
+    ({"hybridWeights": {"semantic": 1}}, "hybridWeights.keyword: is required"),
+    ({"hybridWeights": {"semantic": 0, "keyword": 0}}, "hybridWeights: needs a weight above 0"),
+    ({"hybridWeights": {"semantic": -1, "keyword": 1}}, "hybridWeights.semantic: must be between 0 and 1000"),
+    ({"hybridWeights": {"semantic": 1, "keyword": 1, "bm25": 1}}, "hybridWeights.bm25: is not a weight"),
+])
+def test_bad_hybrid_weights_are_refused_by_name(body, message):
+    with pytest.raises(Invalid) as err:
+        parse_search_request(["kb_1"], {"query": "x", **body})
+    assert err.value.message.startswith(message)
