@@ -25,7 +25,7 @@ app.register_blueprint(health)
 
 @app.lambda_function(name="s3_trigger")
 def s3_trigger(event, context):
-    return trigger.handle_s3_event(event)
+    return trigger.handle_event(event)
 
 
 @app.lambda_function(name="pipeline_extract")

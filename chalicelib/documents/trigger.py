@@ -1,23 +1,26 @@
 """The S3-notification Lambda: ObjectCreated starts the pipeline, ObjectRemoved deletes.
+The bucket's notifications reach it in batches through an SQS queue (S3Events).
 
 A sidecar `<key>.metadata.json` is not a document: it re-runs its document's
 ingestion, which picks the new metadata up without embedding anything again."""
+import json
 import logging
 import time
 
-from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes import S3Event, SQSEvent
 
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, exists, parse_document_key
 from chalicelib.errors import Invalid, Transient
-from chalicelib.storage import connection, documents, reset as release_connection
+from chalicelib.storage import connection, documents
 from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
 
 
-# A database restart takes seconds: each record waits out about 15 s of it here
-# before the event fails to Lambda's own retries and then the dead-letter queue.
+# A database restart takes seconds: a record waits out about 15 s of it here before its
+# message goes back to the queue (seen again after the visibility timeout, five times,
+# then the dead-letter queue that the reconcile sweep replays).
 RETRY_DELAYS_SECONDS = (1, 2, 4, 8)
 
 
@@ -32,18 +35,46 @@ def _with_retries(action, *args):
             time.sleep(delay)
 
 
+def handle_event(event: dict) -> dict:
+    """A batch from the S3 events queue, or an S3 notification itself (a dead letter
+    being replayed, or a bucket notifying the function directly)."""
+    records = event.get("Records") or []
+    if records and isinstance(records[0], dict) and records[0].get("eventSource") == "aws:sqs":
+        return handle_queue_batch(event)
+    return handle_s3_event(event)
+
+
+def handle_queue_batch(event: dict) -> dict:
+    """Each message is an S3 notification. The messages that failed are reported back
+    (ReportBatchItemFailures), so only they are seen again; when the database is down
+    the rest of the batch goes back untried rather than waiting out the outage each."""
+    started, deleted, skipped, failed = [], 0, 0, []
+    messages = list(SQSEvent(event).records)
+    for i, message in enumerate(messages):
+        try:
+            notification = json.loads(message.body)
+        except ValueError:
+            logger.warning("a message that is not an S3 notification was dropped: %r", message.body[:200])
+            continue
+        if not isinstance(notification, dict) or "Records" not in notification:
+            continue  # s3:TestEvent, which S3 sends when the notification is configured
+        try:
+            result = handle_s3_event(notification)
+        except Transient:
+            failed += [m.message_id for m in messages[i:]]
+            break
+        except Exception:
+            logger.exception("an S3 notification failed; its message will be seen again")
+            failed.append(message.message_id)
+            continue
+        started += result["started"]
+        deleted += result["deleted"]
+        skipped += result["skipped"]
+    return {"started": started, "deleted": deleted, "skipped": skipped,
+            "batchItemFailures": [{"itemIdentifier": m} for m in failed]}
+
+
 def handle_s3_event(event: dict) -> dict:
-    # A burst of objects opens a trigger worker per object (100 files at once opened 100 on
-    # the local stack); had each kept its connection, the burst would hold PostgreSQL's 100
-    # connections until the workers were reaped. One short transaction per object is cheap
-    # to reconnect for.
-    try:
-        return _handle_records(event)
-    finally:
-        release_connection()
-
-
-def _handle_records(event: dict) -> dict:
     started, deleted, skipped = [], 0, 0
     for record in S3Event(event).records if event.get("Records") else ():
         key = decoded_key(record.s3.get_object.key)

@@ -144,13 +144,30 @@ def chunk_step(event: dict) -> dict:
         chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], doc["metadata"])
         if not chunks:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
-        batches = [
-            objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
-                               [c.to_json() for c in chunks[start:start + EMBED_BATCH]])
-            for i, start in enumerate(range(0, len(chunks), EMBED_BATCH))
-        ]
-        logger.info("cut %d chunks into %d batches", len(chunks), len(batches))
-    return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
+        if len(chunks) > EMBED_BATCH:
+            batches = [
+                objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
+                                   [c.to_json() for c in chunks[start:start + EMBED_BATCH]])
+                for i, start in enumerate(range(0, len(chunks), EMBED_BATCH))
+            ]
+            logger.info("cut %d chunks into %d batches", len(chunks), len(batches))
+    if len(chunks) > EMBED_BATCH:
+        return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
+    return _embed_and_store_here(state, kb, chunks)
+
+
+def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dict:
+    """A document of one embedding batch (a one-page file has one to three chunks) is
+    embedded and stored by the Chunk task itself and its run ends there: three task
+    invocations and the S3 round trips of the batch files fewer. A burst of 100
+    one-page files through the local stack: see the README's ingestion figures."""
+    with _step(state, "embed"):
+        vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
+            [c.content for c in chunks])
+    with _step(state, "store"):
+        stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
+    _clean_work(state)
+    return replace(state, outcome=STORED if stored else SUPERSEDED, chunk_count=len(chunks)).to_json()
 
 
 def embed_step(event: dict) -> str:
@@ -169,16 +186,22 @@ def embed_step(event: dict) -> str:
 def store_step(event: dict) -> dict:
     state = RunState.from_json(event)
     with _step(state, "store"):
-        chunks = [Chunk.from_json(c) for key in state.embedded for c in objects.read_json(state.bucket, key)]
         with connection() as conn:
             kb = _knowledge_base(conn, state.kb_id)
-            stored = chunk_rows.replace_document_chunks(
-                conn, doc_id=state.document_id, kb_id=state.kb_id, dim=kb["embedding_dim"],
-                chunks=chunks, page_count=state.page_count, run_id=state.run_id,
-                content_hash=state.content_hash)
-        if not stored:
-            logger.info("a newer run owns the document; its chunks were left alone")
+        chunks = [Chunk.from_json(c) for key in state.embedded for c in objects.read_json(state.bucket, key)]
+        stored = _store(state, kb, chunks)
     return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
+
+
+def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
+    with connection() as conn:
+        stored = chunk_rows.replace_document_chunks(
+            conn, doc_id=state.document_id, kb_id=state.kb_id, dim=kb["embedding_dim"],
+            chunks=chunks, page_count=state.page_count, run_id=state.run_id,
+            content_hash=state.content_hash)
+    if not stored:
+        logger.info("a newer run owns the document; its chunks were left alone")
+    return stored
 
 
 def finalize_step(event: dict) -> dict:

@@ -80,8 +80,7 @@ def _current(url: Optional[str] = None) -> psycopg.Connection:
 
 
 def reset() -> None:
-    """Drop the cached connection: a function whose workers come in bursts releases it
-    after each event; tests point the service at another database."""
+    """Drop the cached connection (tests point the service at another database)."""
     global _conn
     if _conn is not None and not _conn.closed:
         _conn.close()

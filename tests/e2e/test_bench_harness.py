@@ -1,4 +1,5 @@
 """`make bench QUICK=1`'s harness runs end to end and writes its report; its figures are not judged here."""
+import json
 import re
 import subprocess
 import sys
@@ -16,7 +17,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for label in ("pages/s", "chunks/s", "documents/min"):
         assert re.search(r"\d+\.\d+ " + re.escape(label), out.stdout), out.stdout
-    assert "(3/3 abstracts" in out.stdout
+    assert "3/3 PROCESSED in" in out.stdout
     assert re.search(r"first query of a fresh process, onnx +: \d+\.\d\d s", out.stdout), out.stdout
 
     report = (RESULTS / "benchmarks.md").read_text()
@@ -31,6 +32,11 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert "## Local embedding model: ONNX against PyTorch" in report
     for texts in ("SciFact abstracts", "SciFact train queries", "half abstracts, half queries"):
         assert re.search(rf"^\| {texts}[^|]*, \d+ \| \d+\.\d \|", report, re.M), texts  # ONNX texts/s
+    assert re.search(r"^\| score \| 0\.6 \| 0\.\d{4} \| 0\.\d{4} \| the service", report, re.M)  # the fusion table
+    figures = json.loads((RESULTS / "benchmarks.json").read_text())
+    assert {"chunks", "strategy", "cache", "p50Ms", "p95Ms", "p99Ms", "apiP50Ms", "apiP95Ms"} <= set(figures["search"][0])
+    assert sum(row["service"] for row in figures["hnswRecall"]) == 3  # the service's ef_search, at each size
+    assert {"ours: hybrid", "BM25 (rank_bm25)"} <= {row["method"] for row in figures["quality"]}
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
         assert (RESULTS / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

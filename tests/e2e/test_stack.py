@@ -43,18 +43,23 @@ def test_functions_have_their_own_roles_and_embedding_is_bounded(lambda_client, 
     assert "STATE_MACHINE_ARN" not in search["Environment"]["Variables"]
     concurrency = lambda_client.get_function_concurrency(FunctionName="kb-service-pipeline-embed")
     assert concurrency["ReservedConcurrentExecutions"] == 2
-    # The other steps are bounded by this machine's cores (PipelineConcurrency).
+    # The other steps are bounded by this machine's cores (PipelineConcurrency, two per core).
     for step in ("extract", "chunk", "store", "finalize"):
         bound = lambda_client.get_function_concurrency(FunctionName=f"kb-service-pipeline-{step}")
-        assert bound["ReservedConcurrentExecutions"] == max(2, os.cpu_count() or 2), step
+        assert bound["ReservedConcurrentExecutions"] == 2 * (os.cpu_count() or 1), step
 
 
-def test_the_bucket_notifies_the_trigger_of_documents_only(s3, local_env):
+def test_the_bucket_queues_its_documents_events_for_the_trigger(s3, lambda_client, local_env):
     config = s3.get_bucket_notification_configuration(Bucket=local_env["KB_BUCKET"])
-    targets = config["LambdaFunctionConfigurations"]
-    assert {t["LambdaFunctionArn"].rsplit(":", 1)[-1] for t in targets} == {"kb-service-s3-trigger"}
+    targets = config["QueueConfigurations"]
+    assert {t["QueueArn"].rsplit(":", 1)[-1] for t in targets} == {"kb-service-s3-events"}
     assert {e for t in targets for e in t["Events"]} == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
     assert all(t["Filter"]["Key"]["FilterRules"] == [{"Name": "prefix", "Value": "kb/"}] for t in targets)
+    assert not config.get("LambdaFunctionConfigurations")
+    mapping, = lambda_client.list_event_source_mappings(FunctionName="kb-service-s3-trigger")["EventSourceMappings"]
+    assert mapping["EventSourceArn"].endswith(":kb-service-s3-events") and mapping["BatchSize"] == 10
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] == 2
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
 def test_make_up_again_is_a_stack_update_that_changes_nothing_when_nothing_changed(cfn, local_env, api):

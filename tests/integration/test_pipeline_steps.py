@@ -102,22 +102,82 @@ def test_a_restart_claims_the_document_only_from_the_run_it_read(pending_doc):
         assert documents.get(conn, doc["id"])["execution_arn"] == "arn:current"
 
 
-def test_the_trigger_gives_its_connection_back_after_each_event(pending_doc, local_env, monkeypatch):
-    """A burst opens a trigger worker per object; none may keep a connection afterwards
-    (100 files at once held all of PostgreSQL's 100). The event still does its work."""
+def _removed(bucket: str, key: str) -> dict:
+    return {"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectRemoved:Delete",
+                         "s3": {"bucket": {"name": bucket}, "object": {"key": key, "size": 10}}}]}
+
+
+def _message(i: int, body) -> dict:
+    return {"messageId": f"m{i}", "receiptHandle": f"r{i}", "eventSource": "aws:sqs",
+            "body": body if isinstance(body, str) else json.dumps(body)}
+
+
+@pytest.fixture
+def emulator_s3(local_env, monkeypatch):
     from chalicelib import aws
-    from chalicelib.documents import trigger
-    from chalicelib.storage import db
 
     for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.setenv(name, local_env[name])
     aws.client.cache_clear()  # a client made before would not know the emulator's endpoint
+    yield local_env["KB_BUCKET"]
+    aws.client.cache_clear()
+
+
+def test_the_trigger_takes_a_queue_batch_of_s3_notifications(pending_doc, emulator_s3):
+    from chalicelib.documents import trigger
+
     kb, doc = pending_doc
-    event = {"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectRemoved:Delete",
-                          "s3": {"bucket": {"name": local_env["KB_BUCKET"]},
-                                 "object": {"key": doc["s3_key"], "size": 10}}}]}
-    assert trigger.handle_s3_event(event)["deleted"] == 1
-    assert db._conn is None
+    batch = {"Records": [_message(0, _removed(emulator_s3, doc["s3_key"])),
+                         _message(1, {"Service": "Amazon S3", "Event": "s3:TestEvent"}),
+                         _message(2, "not json")]}
+    answer = trigger.handle_event(batch)
+    assert answer["deleted"] == 1 and answer["batchItemFailures"] == []
     with connection() as conn:
         assert documents.get(conn, doc["id"]) is None
-    aws.client.cache_clear()
+
+
+def test_a_database_outage_sends_the_rest_of_the_batch_back_untried(pending_doc, emulator_s3, monkeypatch):
+    from chalicelib.documents import trigger
+
+    kb, doc = pending_doc
+    tried = []
+
+    def down(*args):
+        tried.append(args)
+        raise Transient("the database is unavailable")
+
+    monkeypatch.setattr(trigger, "RETRY_DELAYS_SECONDS", ())
+    monkeypatch.setattr(trigger, "_delete_by_key", down)
+    batch = {"Records": [_message(0, {"Service": "Amazon S3", "Event": "s3:TestEvent"})] +
+                        [_message(i, _removed(emulator_s3, f"kb/{kb['id']}/f{i}.txt")) for i in (1, 2, 3)]}
+    answer = trigger.handle_event(batch)
+    assert answer["batchItemFailures"] == [{"itemIdentifier": m} for m in ("m1", "m2", "m3")]
+    assert len(tried) == 1
+
+
+@pytest.mark.parametrize("paragraphs,outcome", [(3, "STORED"), (steps.EMBED_BATCH + 40, "CHUNKED")])
+def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, emulator_s3, paragraphs, outcome):
+    """One-page files end their run in Chunk (no Map, no Store, no Finalize); a longer
+    document still fans out into batches for the Map."""
+    from chalicelib.ingestion import objects
+    from chalicelib.ingestion.extract import extract
+    from chalicelib.ingestion.model import RunState
+
+    kb, doc = pending_doc
+    text = "\n\n".join(f"Paragraph {i} tells of lighthouse number {i} and its keeper. " * 30 for i in range(paragraphs))
+    state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
+    extracted_key = objects.write_json(emulator_s3, steps._work_key(state, "extracted.json"),
+                                       extract(text.encode(), "a.txt").to_dict())
+    answer = steps.chunk_step({**state.to_json(), "extractedKey": extracted_key, "outcome": "EXTRACTED"})
+    assert answer["outcome"] == outcome
+    with connection() as conn:
+        stored = conn.execute("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc["id"],)).fetchone()["n"]
+        status = documents.get(conn, doc["id"])["status"]
+    work = objects.client("s3").list_objects_v2(Bucket=emulator_s3, Prefix=steps._work_key(state, ""))
+    if outcome == "STORED":
+        assert stored == answer["chunkCount"] >= 1 and status == "PROCESSED"
+        assert {"chunk", "embed", "store"} <= set(_durations(doc["id"]))
+        assert work.get("KeyCount", 0) == 0  # its work files are cleaned up
+    else:
+        assert stored == 0 and len(answer["batches"]) == 2
+        objects.delete_prefix(emulator_s3, steps._work_key(state, ""))

@@ -44,12 +44,14 @@ def test_lambda_service_errors_and_throttles_are_retried(step):
 @pytest.mark.parametrize("error", ["Lambda.TooManyRequestsException", "Lambda.Unknown"])
 def test_a_throttled_step_waits_its_turn_for_minutes_not_seconds(step, error):
     """Every step has a reserved concurrency, so a burst of files is throttled by design:
-    ingestion must not fail for capacity alone (the emulator names a throttle Lambda.Unknown)."""
+    ingestion must not fail for capacity alone (the emulator names a throttle Lambda.Unknown).
+    The wait stays short: ministack ignores MaxDelaySeconds and jitter, and an exponential
+    backoff left the last file of a burst of 100 waiting a minute after the rest were done."""
     rule = retrier(TASKS[step], error)
     waits = [min(rule["IntervalSeconds"] * rule["BackoffRate"] ** i, rule.get("MaxDelaySeconds", 1e9))
              for i in range(rule["MaxAttempts"])]
-    # Full jitter waits half the delay on average: minutes of patience.
-    assert sum(waits) / 2 >= 120 and rule.get("MaxDelaySeconds", 1e9) <= 8, rule
+    # Full jitter waits half the delay on average on AWS: minutes of patience either way.
+    assert sum(waits) / 2 >= 120 and rule["IntervalSeconds"] * rule["BackoffRate"] ** rule["MaxAttempts"] <= 8, rule
 
 
 def test_mark_failed_retries_whatever_happens():
