@@ -70,6 +70,8 @@ def handle_queue_batch(event: dict) -> dict:
         started += result["started"]
         deleted += result["deleted"]
         skipped += result["skipped"]
+    logger.info("%d messages: %d runs started, %d documents deleted, %d skipped, %d handed back",
+                len(messages), len(started), deleted, skipped, len(failed))
     return {"started": started, "deleted": deleted, "skipped": skipped,
             "batchItemFailures": [{"itemIdentifier": m} for m in failed]}
 

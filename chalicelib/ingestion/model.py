@@ -62,6 +62,7 @@ class RunState(_Json):
     outcome: Optional[str] = None
     superseded: Optional[bool] = None
     extracted_key: Optional[str] = None
+    extracted: Optional[dict] = None  # a small document's text, in the state instead of a work file
     page_count: Optional[int] = None
     content_hash: Optional[str] = None
     batches: Optional[list[str]] = None

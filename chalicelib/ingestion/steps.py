@@ -31,6 +31,9 @@ from chalicelib.storage import connection, documents, knowledge_bases
 # One JSON line per message, each with the document and run it is about.
 logger = Logger(service="kb-service")
 EMBED_BATCH = 64
+# A document whose text is this small in JSON travels in the state machine's payload (its
+# limit is 256 KB) rather than as a work file in S3: four requests fewer per page.
+INLINE_TEXT_MAX_BYTES = 100_000
 # S3 answers these with a 4xx, but they pass: a retry is the documented remedy.
 _RETRYABLE_S3_CODES = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}
 
@@ -74,10 +77,11 @@ def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
 def _record_duration(state: RunState | BatchState, name: str, started: float) -> None:
     """Best effort: the step's work is done, and a lost timing must not make the
     state machine run it again (for Embed, the provider would be paid twice)."""
+    millis = int((time.monotonic() - started) * 1000)
+    logger.info("%s took %d ms", name, millis, extra={"duration_ms": millis})
     try:
         with connection() as conn:
-            documents.add_step_duration(conn, state.document_id, state.run_id, name,
-                                        int((time.monotonic() - started) * 1000))
+            documents.add_step_duration(conn, state.document_id, state.run_id, name, millis)
     except Exception as exc:
         logger.warning("could not record the step's duration: %s", exc)
 
@@ -127,9 +131,13 @@ def extract_step(event: dict) -> dict:
             return _failed(state, err)
         with connection() as conn:
             documents.set_content_type(conn, state.document_id, extracted.content_type)
-        extracted_key = objects.write_json(state.bucket, _work_key(state, "extracted.json"), extracted.to_dict())
-    return replace(state, outcome=EXTRACTED, extracted_key=extracted_key, page_count=extracted.page_count,
-                   content_hash=content_hash).to_json()
+        text = extracted.to_dict()
+        if len(json.dumps(text)) > INLINE_TEXT_MAX_BYTES:
+            extracted_key, text = objects.write_json(state.bucket, _work_key(state, "extracted.json"), text), None
+        else:
+            extracted_key = None
+    return replace(state, outcome=EXTRACTED, extracted_key=extracted_key, extracted=text,
+                   page_count=extracted.page_count, content_hash=content_hash).to_json()
 
 
 def chunk_step(event: dict) -> dict:
@@ -140,7 +148,9 @@ def chunk_step(event: dict) -> dict:
             doc = documents.get(conn, state.document_id)
         if kb is None or doc is None:
             return _failed(state, IngestionError("KB_NOT_FOUND", "the knowledge base or document was deleted"))
-        extracted = Extracted.from_dict(objects.read_json(state.bucket, state.extracted_key))
+        extracted = Extracted.from_dict(state.extracted if state.extracted is not None
+                                        else objects.read_json(state.bucket, state.extracted_key))
+        state = replace(state, extracted=None)
         chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], doc["metadata"])
         if not chunks:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
@@ -166,7 +176,8 @@ def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dic
             [c.content for c in chunks])
     with _step(state, "store"):
         stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
-    _clean_work(state)
+    if state.extracted_key:  # otherwise the run wrote no work file
+        _clean_work(state)
     return replace(state, outcome=STORED if stored else SUPERSEDED, chunk_count=len(chunks)).to_json()
 
 
@@ -206,6 +217,8 @@ def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
 
 def finalize_step(event: dict) -> dict:
     state = RunState.from_json(event)
+    with _logged(state, "finalize"):
+        logger.info("run finished: %s, %s chunks", state.outcome, state.chunk_count)
     _clean_work(state)
     return {"documentId": state.document_id, "outcome": state.outcome, "chunkCount": state.chunk_count}
 

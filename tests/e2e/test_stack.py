@@ -43,10 +43,10 @@ def test_functions_have_their_own_roles_and_embedding_is_bounded(lambda_client, 
     assert "STATE_MACHINE_ARN" not in search["Environment"]["Variables"]
     concurrency = lambda_client.get_function_concurrency(FunctionName="kb-service-pipeline-embed")
     assert concurrency["ReservedConcurrentExecutions"] == 2
-    # The other steps are bounded by this machine's cores (PipelineConcurrency, two per core).
+    # The other steps are bounded by this machine's cores (PipelineConcurrency, four per core, at most 8).
     for step in ("extract", "chunk", "store", "finalize"):
         bound = lambda_client.get_function_concurrency(FunctionName=f"kb-service-pipeline-{step}")
-        assert bound["ReservedConcurrentExecutions"] == 2 * (os.cpu_count() or 1), step
+        assert bound["ReservedConcurrentExecutions"] == min(8, 4 * (os.cpu_count() or 1)), step
 
 
 def test_the_bucket_queues_its_documents_events_for_the_trigger(s3, lambda_client, local_env):

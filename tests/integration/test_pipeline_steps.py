@@ -68,8 +68,9 @@ def test_every_log_line_of_a_step_names_its_document_and_run(pending_doc):
         steps.logger.info("after the step")
     finally:
         steps.logger.removeHandler(lines)
-    inside, after = lines.lines
+    inside, took, after = lines.lines
     assert (inside["document_id"], inside["run_id"], inside["step"]) == (doc["id"], "run1", "embed")
+    assert (took["step"], took["document_id"]) == ("embed", doc["id"]) and took["duration_ms"] >= 0
     assert "document_id" not in after and "run_id" not in after
 
 
@@ -155,10 +156,13 @@ def test_a_database_outage_sends_the_rest_of_the_batch_back_untried(pending_doc,
     assert len(tried) == 1
 
 
-@pytest.mark.parametrize("paragraphs,outcome", [(3, "STORED"), (steps.EMBED_BATCH + 40, "CHUNKED")])
-def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, emulator_s3, paragraphs, outcome):
-    """One-page files end their run in Chunk (no Map, no Store, no Finalize); a longer
-    document still fans out into batches for the Map."""
+@pytest.mark.parametrize("paragraphs,outcome,inline", [(3, "STORED", True), (3, "STORED", False),
+                                                      (steps.EMBED_BATCH + 40, "CHUNKED", False)])
+def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, emulator_s3, paragraphs, outcome,
+                                                                 inline):
+    """One-page files end their run in Chunk (no Map, no Store, no Finalize), their text
+    handed over in the state rather than a work file; a longer document still fans out
+    into batches for the Map."""
     from chalicelib.ingestion import objects
     from chalicelib.ingestion.extract import extract
     from chalicelib.ingestion.model import RunState
@@ -166,9 +170,11 @@ def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, em
     kb, doc = pending_doc
     text = "\n\n".join(f"Paragraph {i} tells of lighthouse number {i} and its keeper. " * 30 for i in range(paragraphs))
     state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
-    extracted_key = objects.write_json(emulator_s3, steps._work_key(state, "extracted.json"),
-                                       extract(text.encode(), "a.txt").to_dict())
-    answer = steps.chunk_step({**state.to_json(), "extractedKey": extracted_key, "outcome": "EXTRACTED"})
+    extracted = extract(text.encode(), "a.txt").to_dict()
+    handed_over = ({"extracted": extracted} if inline else
+                   {"extractedKey": objects.write_json(emulator_s3, steps._work_key(state, "extracted.json"), extracted)})
+    answer = steps.chunk_step({**state.to_json(), **handed_over, "outcome": "EXTRACTED"})
+    assert "extracted" not in answer  # the text does not travel further
     assert answer["outcome"] == outcome
     with connection() as conn:
         stored = conn.execute("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc["id"],)).fetchone()["n"]
