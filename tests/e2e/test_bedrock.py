@@ -3,7 +3,7 @@ stack: created over HTTP, a document dropped in the bucket, ingested by the pipe
 searched over HTTP.
 
 ministack answers Titan embedding models with a text-generation mock, so while this
-test runs the Lambdas that embed (the pipeline's Embed step and the API, which embeds
+test runs the Lambdas that embed (the pipeline's Chunk and Embed steps and the API, which embeds
 queries) reach bedrock-runtime at a local server that speaks InvokeModel instead:
 AWS_ENDPOINT_URL_BEDROCK_RUNTIME, boto3's per-service endpoint, which wins over the
 AWS_ENDPOINT_URL the emulator gives every function."""
@@ -19,7 +19,7 @@ from tests.integration.bedrock_server import TitanEmbeddingServer
 sys.path.insert(0, str(ROOT / "infra"))
 from deploy import wait_until_updated  # noqa: E402
 
-EMBEDDING_HANDLERS = ("app.pipeline_embed", "app.app")  # found by handler: names follow the deploy
+EMBEDDING_HANDLERS = ("app.pipeline_chunk", "app.pipeline_embed", "app.app")  # found by handler: names follow the deploy
 VARIABLE = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"
 
 
