@@ -34,7 +34,9 @@ def _pid_alive(pid_file: Path) -> int | None:
 # --- PostgreSQL ---------------------------------------------------------------
 
 # Every warm Lambda worker of the emulator is a process with its own connection (AWS puts
-# RDS Proxy in between): 100 files dropped at once held PostgreSQL's default 100.
+# RDS Proxy in between): 100 files dropped at once, when each started a trigger worker,
+# held all of PostgreSQL's default 100, and the pipeline's and a cold burst's API workers
+# together still come near it.
 MAX_CONNECTIONS = 400
 
 

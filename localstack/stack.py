@@ -56,9 +56,9 @@ def _stack_parameters(urls: dict) -> dict:
     """The template's local case: the existing database and Redis, the emulator's bucket
     name, the model built under build/, and pipeline steps bounded by this machine's cores
     (the emulator runs every execution environment as a process here: a burst of 100 files
-    opened 144 pipeline workers on 2 cores; with four per core it took 5-6 s, two per core
-    7-8 s, one per core 25 s, as throttled runs wait a second for a free worker; at most 8,
-    as a Chunk worker holds the model, 257 MiB). Nothing else differs from AWS."""
+    opened 144 pipeline workers on 2 cores; with four per core it took 5-6 s, with two 7-8 s,
+    as a throttled run waits a second for a free worker; at most 8, as a Chunk worker holds
+    the model, 257 MiB). Nothing else differs from AWS."""
     from chalicelib.embeddings.model_files import REPO_DIR
 
     return {"Target": "local", "ServiceName": STACK, "BucketName": BUCKET,

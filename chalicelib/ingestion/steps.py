@@ -161,16 +161,14 @@ def chunk_step(event: dict) -> dict:
                 for i, start in enumerate(range(0, len(chunks), EMBED_BATCH))
             ]
             logger.info("cut %d chunks into %d batches", len(chunks), len(batches))
-    if len(chunks) > EMBED_BATCH:
-        return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
+            return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
     return _embed_and_store_here(state, kb, chunks)
 
 
 def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dict:
     """A document of one embedding batch (a one-page file has one to three chunks) is
-    embedded and stored by the Chunk task itself and its run ends there: three task
-    invocations and the S3 round trips of the batch files fewer. A burst of 100
-    one-page files through the local stack: see the README's ingestion figures."""
+    embedded and stored by the Chunk task itself, and its run ends there: three task
+    invocations (Embed, Store, Finalize) and the batch files' S3 round trips fewer."""
     with _step(state, "embed"):
         vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
             [c.content for c in chunks])
