@@ -164,6 +164,12 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         lines += [f"| {r['method']} | {r['semanticWeight']:.1f} | {r['ndcgAt10']:.4f} | {r['recallAt10']:.4f} |"
                   f"{' the service' if r['service'] else ''}" for r in ours["fusion"]]
         lines.append("")
+    if ours.get("minScore"):
+        lines += ["What a `minScore` keeps: it is the cosine similarity of passage and question whatever the "
+                  "strategy; the share of relevant (query, abstract) pairs and of random pairs at or above it.", "",
+                  "| minScore | relevant kept | random kept |", "|---|---|---|"]
+        lines += [f"| {r['minScore']:.2f} | {r['relevantKept']:.3f} | {r['randomKept']:.3f} |" for r in ours["minScore"]]
+        lines.append("")
     lines += [
               f"![quality]({images[1]})", "",
               "## Search latency", "",
@@ -274,6 +280,7 @@ def figures_json(ours: dict, peer: dict) -> dict:
                for name, q in ours["quality"].items()]
     quality += [{"method": name, "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"]} for name, q in peer.items()]
     return {"search": search, "hnswRecall": hnsw, "quality": quality, "fusion": ours.get("fusion", []),
+            "minScore": ours.get("minScore", []),
             "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", [])}
 
 

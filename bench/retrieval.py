@@ -79,6 +79,33 @@ def run_queries(principal, kb, queries, doc_to_corpus, strategy: str, top_k: int
     return runs
 
 
+MIN_SCORE_SWEEP = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.7)
+
+
+def min_score_sweep(docs: list[dict], queries: list[dict], qrels: dict) -> list[dict]:
+    """What a minScore (the cosine similarity of passage and question) keeps: the share of
+    the relevant (query, abstract) pairs and of random pairs (20 abstracts per query, fixed
+    seed) at or above each threshold."""
+    import numpy as np
+
+    from chalicelib.embeddings import get_provider
+
+    vectors = np.asarray(embed_corpus([d["text"] for d in docs]), dtype="float32")
+    index = {d["_id"]: i for i, d in enumerate(docs)}
+    provider, rng = get_provider("local"), np.random.default_rng(7)
+    relevant, unrelated = [], []
+    for q in queries:
+        scores = vectors @ np.asarray(provider.embed_query(q["text"]), dtype="float32")
+        relevant += [float(scores[index[d]]) for d in qrels[q["_id"]] if d in index]
+        unrelated += [float(s) for s in scores[rng.integers(0, len(docs), 20)]]
+    rows = [{"minScore": th, "relevantKept": float(np.mean(np.asarray(relevant) >= th)),
+             "randomKept": float(np.mean(np.asarray(unrelated) >= th))} for th in MIN_SCORE_SWEEP]
+    print(f"\n{'minScore':>8} {'relevant kept':>14} {'random kept':>12}   ({len(relevant)} relevant pairs)")
+    for row in rows:
+        print(f"{row['minScore']:8.2f} {row['relevantKept']:14.3f} {row['randomKept']:12.3f}")
+    return rows
+
+
 def fusion_sweep(principal, kb, queries, qrels, doc_to_corpus) -> list[dict]:
     """Hybrid quality by fusion method and semantic weight (keyword = 1 - it), in the
     service: by score (min-max normalised, the default) and by rank (RRF, k 60)."""
@@ -273,6 +300,7 @@ def main() -> dict:
               f"{scores['recall@100']:7.4f} {scores['MRR@10']:7.4f}")
 
     results["fusion"] = fusion_sweep(principal, kb, queries, qrels, doc_to_corpus)
+    results["minScore"] = min_score_sweep(docs, queries, qrels)
 
     sample = queries[: (10 if args.quick else args.queries)]
     results["latencyQueries"] = len(sample)

@@ -36,7 +36,7 @@ DEFAULT_PRIORITY = "similarity"
 TOOL_TOP_K = Range(TOP_K.low, TOP_K.high, 5)
 # minScore is the passage's cosine similarity to the question. On the SciFact train queries
 # (MiniLM) 0.3 keeps 94% of the relevant passages and 4% of random ones; 0.7 kept 19% of
-# the relevant ones (`python bench/retrieval.py` prints the sweep).
+# the relevant ones (make bench: the minScore table).
 TOOL_MIN_SCORE = Range(MIN_SCORE.low, MIN_SCORE.high, 0.3)
 TOOL_NAME_MAX_CHARS = 64  # what OpenAI, Anthropic and MCP clients all accept
 TOOL_DESCRIPTION_MAX_CHARS = 1000

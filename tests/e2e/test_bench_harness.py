@@ -33,6 +33,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     for texts in ("SciFact abstracts", "SciFact train queries", "half abstracts, half queries"):
         assert re.search(rf"^\| {texts}[^|]*, \d+ \| \d+\.\d \|", report, re.M), texts  # ONNX texts/s
     assert re.search(r"^\| score \| 0\.6 \| 0\.\d{4} \| 0\.\d{4} \| the service", report, re.M)  # the fusion table
+    assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
     figures = json.loads((RESULTS / "benchmarks.json").read_text())
     assert {"chunks", "strategy", "cache", "p50Ms", "p95Ms", "p99Ms", "apiP50Ms", "apiP95Ms"} <= set(figures["search"][0])
     assert sum(row["service"] for row in figures["hnswRecall"]) == 3  # the service's ef_search, at each size
