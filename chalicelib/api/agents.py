@@ -58,7 +58,7 @@ def delete_agent(principal, agent_id):
 @authenticated(blueprint)
 def available_knowledge_bases(principal, agent_id):
     rows, linked = service.available_knowledge_bases(principal, agent_id)
-    return ok({"items": [available_kb_view(r, linked) for r in rows]})
+    return ok({"items": [available_kb_view(r, linked, principal) for r in rows]})
 
 
 @blueprint.route("/agents/{agent_id}/knowledge-base-tools", methods=["POST"])

@@ -36,7 +36,7 @@ def create_knowledge_base(principal):
         provider=string_field(embedding, "provider", required=False, max_length=40) or None,
         model=string_field(embedding, "model", required=False, max_length=100) or None,
         chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"))
-    return ok(kb_view(kb), status=201)
+    return ok(kb_view(kb, principal), status=201)
 
 
 @blueprint.route("/knowledge-bases", methods=["GET"])
@@ -45,13 +45,13 @@ def list_knowledge_bases(principal):
     params = query_params(blueprint.current_request)
     limit = int_field(params.get("limit"), "limit", limits.PAGE_SIZE)
     rows, next_token = kbs.list_knowledge_bases(principal, limit=limit, after=params.get("nextToken"))
-    return ok({"items": [kb_view(r) for r in rows], "nextToken": next_token})
+    return ok({"items": [kb_view(r, principal) for r in rows], "nextToken": next_token})
 
 
 @blueprint.route("/knowledge-bases/{kb_id}", methods=["GET"])
 @authenticated(blueprint)
 def get_knowledge_base(principal, kb_id):
-    return ok(kb_view(kbs.get_knowledge_base(principal, kb_id)))
+    return ok(kb_view(kbs.get_knowledge_base(principal, kb_id), principal))
 
 
 @blueprint.route("/knowledge-bases/{kb_id}", methods=["PATCH"])
@@ -63,7 +63,7 @@ def update_knowledge_base(principal, kb_id):
     changes = name_and_description_changes(body)
     if "visibility" in body:
         changes["visibility"] = _visibility(body, required=True)
-    return ok(kb_view(kbs.update_knowledge_base(principal, kb_id, changes)))
+    return ok(kb_view(kbs.update_knowledge_base(principal, kb_id, changes), principal))
 
 
 @blueprint.route("/knowledge-bases/{kb_id}", methods=["DELETE"])

@@ -3,6 +3,7 @@ domain's dataclasses. Field names here are the API's contract (camelCase)."""
 from typing import Optional
 
 from chalicelib.agents import ToolRun
+from chalicelib.auth import Principal
 from chalicelib.documents.entries import Entry, entry_url
 from chalicelib.documents.service import DOCUMENT_STATUSES
 from chalicelib.documents.sync import SyncReport
@@ -14,11 +15,14 @@ def _iso(value) -> Optional[str]:
     return value.isoformat() if value is not None else None
 
 
-def kb_view(row: dict) -> dict:
+def kb_view(row: dict, viewer: Principal) -> dict:
+    """A public knowledge base shows another organisation what it is, not who owns it."""
     stats = row.get("stats") or {}
+    ours = row["org_id"] == viewer.org_id
     return {
         "id": row["id"], "name": row["name"], "description": row["description"],
-        "visibility": row["visibility"], "ownerId": row["owner_id"], "organizationId": row["org_id"],
+        "visibility": row["visibility"],
+        **({"ownerId": row["owner_id"], "organizationId": row["org_id"]} if ours else {}),
         "embedding": {"provider": row["embedding_provider"], "model": row["embedding_model"],
                       "dimension": row["embedding_dim"]},
         "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"]},
@@ -32,8 +36,8 @@ def kb_view(row: dict) -> dict:
     }
 
 
-def available_kb_view(row: dict, linked: set[str]) -> dict:
-    return {**kb_view(row), "linked": row["id"] in linked}
+def available_kb_view(row: dict, linked: set[str], viewer: Principal) -> dict:
+    return {**kb_view(row, viewer), "linked": row["id"] in linked}
 
 
 def document_view(row: dict) -> dict:

@@ -201,3 +201,21 @@ def test_visibility_org_shares_with_colleagues_only(api, local_env, kb):
     assert api.call("GET", f"/knowledge-bases/{shared['id']}").status_code == 404
     assert api.call("DELETE", f"/knowledge-bases/{shared['id']}").status_code == 404
     assert api.call("POST", f"/knowledge-bases/{shared['id']}/entries", {"title": "x", "content": "y"}).status_code == 404
+
+
+def test_a_public_knowledge_base_does_not_name_its_owner_to_other_organisations(api, stranger):
+    public = api.call("POST", "/knowledge-bases", {"name": "Open data", "visibility": "public"}).json()["data"]
+    assert public["ownerId"] and public["organizationId"]  # its own organisation sees them
+    seen = stranger.call("GET", f"/knowledge-bases/{public['id']}").json()["data"]
+    assert seen["name"] == "Open data" and "ownerId" not in seen and "organizationId" not in seen
+    listed, token = [], ""
+    while token is not None:
+        page = stranger.call("GET", f"/knowledge-bases?limit=100{'&nextToken=' + token if token else ''}").json()["data"]
+        listed, token = listed + page["items"], page["nextToken"]
+    found, = [k for k in listed if k["id"] == public["id"]]
+    assert "ownerId" not in found and "organizationId" not in found
+    assert "ownerId" in stranger.call("POST", "/knowledge-bases", {"name": "Eve's"}).json()["data"]
+    agent = stranger.call("POST", "/agents", {"name": "Eve's agent"}).json()["data"]
+    available = stranger.call("GET", f"/agents/{agent['id']}/available-knowledge-bases").json()["data"]["items"]
+    offered, = [k for k in available if k["id"] == public["id"]]
+    assert "ownerId" not in offered and "organizationId" not in offered
