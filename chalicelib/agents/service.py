@@ -1,5 +1,5 @@
 """Agents and the knowledge bases they link as tools. Every change to the tools
-array happens under a row lock, and link, edit and remove are audited."""
+array happens under a row lock, and link, edit, remove and PATCH are audited."""
 from typing import Optional
 
 from chalicelib.agents import tools as kbtools
@@ -10,6 +10,9 @@ from chalicelib.ids import new_id
 from chalicelib.storage import agents, connection, knowledge_bases
 
 
+_PUBLIC = {"name": "name", "description": "description", "available_tools": "availableTools"}
+
+
 def _not_found(agent_id: str) -> NotFound:
     return NotFound.thing("agent", agent_id)
 
@@ -17,8 +20,25 @@ def _not_found(agent_id: str) -> NotFound:
 def create_agent(principal: Principal, *, name: str, description: str, tools: list) -> dict:
     tools = kbtools.check_tools_array(tools)
     with connection() as conn:
+        _check_links(conn, principal, tools)
         return agents.insert(conn, principal, agent_id=new_id("agent"), name=name,
                              description=description, tools=tools)
+
+
+def _check_links(conn, principal: Principal, tools: list[dict]) -> None:
+    """availableTools given whole obey the tool endpoints' rules: each knowledge base the
+    caller can see, and linked once."""
+    seen = set()
+    for index, tool in enumerate(tools):
+        if tool.get("type") != KNOWLEDGE_BASE:
+            continue
+        kb_id = tool["config"]["knowledgeBaseId"]
+        if kb_id in seen:
+            raise Invalid(f"availableTools[{index}]: the agent already links knowledge base {kb_id}",
+                          code="KB_ALREADY_LINKED")
+        if knowledge_bases.get_visible(conn, principal, kb_id) is None:
+            raise NotFound.thing("knowledge base", kb_id)
+        seen.add(kb_id)
 
 
 def get_agent(principal: Principal, agent_id: str) -> dict:
@@ -35,12 +55,21 @@ def list_agents(principal: Principal) -> list[dict]:
 
 
 def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
+    """Audited like the tool endpoints: the fields that changed, before and after."""
     if "available_tools" in changes:
         changes["available_tools"] = kbtools.check_tools_array(changes["available_tools"])
-    with connection() as conn:
+    with connection() as conn, conn.transaction():
+        before = agents.get(conn, principal, agent_id, for_update=True)
+        if before is None:
+            raise _not_found(agent_id)
+        if "available_tools" in changes:
+            _check_links(conn, principal, changes["available_tools"])
         row = agents.update(conn, principal, agent_id, changes)
-    if row is None:
-        raise _not_found(agent_id)
+        changed = [k for k in changes if before[k] != row[k]]
+        if changed:
+            agents.write_audit(conn, principal, agent_id=agent_id, action="update_agent", tool_id=None,
+                               before={_PUBLIC[k]: before[k] for k in changed},
+                               after={_PUBLIC[k]: row[k] for k in changed})
     return row
 
 

@@ -197,3 +197,23 @@ def test_an_agent_conversation_through_the_openai_client(api, agent, product_doc
     tool_message = server.requests[1]["messages"][-1]
     assert tool_message["role"] == "tool" and "thermal fuse" in tool_message["content"]
     assert "thermal fuse" in final.choices[0].message.content
+
+
+def test_patching_the_tools_array_obeys_the_tool_endpoints_rules_and_is_audited(api, agent, product_docs, stranger):
+    tool = {"name": "search_docs", "type": "knowledge_base", "config": {"knowledgeBaseId": product_docs["id"]}}
+    twice = api.call("PATCH", f"/agents/{agent['id']}", {"availableTools": [tool, {**tool, "name": "again"}]})
+    assert twice.status_code == 400 and twice.json()["error"]["code"] == "KB_ALREADY_LINKED"
+    assert api.call("POST", "/agents", {"name": "z", "availableTools": [tool, {**tool, "name": "again"}]}).status_code == 400
+    foreign = stranger.call("POST", "/knowledge-bases", {"name": "Eve's"}).json()["data"]
+    hidden = {**tool, "config": {"knowledgeBaseId": foreign["id"]}}
+    assert api.call("PATCH", f"/agents/{agent['id']}", {"availableTools": [hidden]}).status_code == 404
+    assert api.call("POST", "/agents", {"name": "z", "availableTools": [hidden]}).status_code == 404
+    assert api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"] == []  # refused: nothing
+    patched = api.call("PATCH", f"/agents/{agent['id']}", {"name": "Support", "availableTools": [tool]})
+    assert patched.status_code == 200, patched.text
+    audit = api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]
+    assert [a["action"] for a in audit] == ["update_agent"]
+    assert audit[0]["before"] == {"name": "Support bot", "availableTools": []}
+    assert audit[0]["after"]["name"] == "Support" and audit[0]["after"]["availableTools"][0]["name"] == "search_docs"
+    api.call("PATCH", f"/agents/{agent['id']}", {"name": "Support"})  # no change, no entry
+    assert len(api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]) == 1
