@@ -1,4 +1,5 @@
 """Strategies, filters, scores, token budgets, priorities and entries on real PostgreSQL."""
+import json
 import secrets
 
 import pytest
@@ -229,7 +230,7 @@ def reports(tenant):
         doc_id = _ingest(kb["id"], name, f"Annual report {name}: progress on the programme.")
         with connection() as conn:
             conn.execute("UPDATE chunks SET metadata = %s::jsonb WHERE document_id = %s",
-                         (__import__("json").dumps(metadata), doc_id))
+                         (json.dumps(metadata), doc_id))
     return principal, kb
 
 
