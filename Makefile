@@ -48,8 +48,8 @@ status:
 	@$(PY) localstack/stack.py status
 
 key:
-	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user>"; exit 2; }
-	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)"
+	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer]"; exit 2; }
+	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)")
 
 test: install checkov redis
 	@$(PY) localstack/stack.py up --no-demo >/dev/null

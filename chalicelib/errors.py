@@ -41,6 +41,10 @@ class NotFound(ServiceError):
         return cls(f"{what} {ident} was not found")
 
 
+class MethodNotAllowed(ServiceError):
+    code = "METHOD_NOT_ALLOWED"
+
+
 class Conflict(ServiceError):
     code = "CONFLICT"
 
@@ -54,7 +58,12 @@ class Unsupported(ServiceError):
 
 
 class Throttled(ServiceError):
+    """Too many requests; retry_after (seconds) becomes the Retry-After header."""
     code = "THROTTLED"
+
+    def __init__(self, message: str, *, retry_after: int, code: Optional[str] = None):
+        super().__init__(message, code=code, details={"retryAfterSeconds": retry_after})
+        self.retry_after = retry_after
 
 
 class Unavailable(ServiceError):

@@ -64,3 +64,14 @@ ENTRY_SEARCH_RESULTS = Range(1, 20, 5)
 # Chunking, fixed per knowledge base at creation
 CHUNK_TOKENS = Range(50, 8000, 500)
 HNSW_MAX_DIMENSION = 2000  # pgvector's HNSW limit for the vector type
+
+# API keys and their use
+KEY_NAME_MAX_CHARS = 100
+KEY_EXPIRY_DAYS = Range(1, 3650, 365)  # expiresInDays; a key made without it does not expire
+AUDIT_PAGE_SIZE = Range(1, 200, 50)
+# Requests per second per API key (a key may have its own, `make key RATE=`), with bursts
+# of this many seconds' worth; and keys that are not valid, per source address a minute.
+# The deployment may set the first and the last (KEY_RATE_PER_SECOND, BAD_KEYS_PER_MINUTE).
+KEY_RATE_PER_SECOND = 20
+KEY_BURST_SECONDS = 2
+BAD_KEYS_PER_MINUTE = 20

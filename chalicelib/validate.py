@@ -1,7 +1,8 @@
 """Checks for request fields, shared by the HTTP edge and the domain parsers (search
 requests, tool arguments). Each raises errors.Invalid naming the field."""
 import math
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Optional
 
 from chalicelib import limits
 from chalicelib.errors import Invalid
@@ -131,3 +132,16 @@ def bool_field(body: dict, name: str, default: bool = False) -> bool:
     if not isinstance(value, bool):
         raise Invalid.field(name, "must be true or false")
     return value
+
+
+def timestamp_field(value: Any, name: str) -> Optional[datetime]:
+    """An ISO 8601 time with a zone (2026-11-22T10:00:00Z) or a date (UTC midnight)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise Invalid.field(name, "must be an ISO 8601 time such as 2026-11-22T10:00:00Z")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

@@ -3,7 +3,7 @@
     python localstack/stack.py up [--no-demo]   services, migrations, deploy, demo
     python localstack/stack.py down
     python localstack/stack.py status
-    python localstack/stack.py key ORG USER
+    python localstack/stack.py key ORG USER [--role admin|editor|viewer] [--rate N]
 """
 import argparse
 import json
@@ -29,6 +29,7 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 ENV_FILE = services.STATE / "local.env"
 BUCKET = "kb-documents-local"
 STACK = "kb-service"
+LOCAL_CORS_ORIGINS = "http://localhost:3000,http://127.0.0.1:3000"
 LOCAL_DIST = ROOT / "build" / "local"  # the template and code zip for the emulator (no layers)
 REGION = "us-east-1"
 DEMO_ORG, DEMO_USER, DEMO_KB = "demo-org", "demo-user", "Demo knowledge base"
@@ -64,13 +65,16 @@ def _stack_parameters(urls: dict) -> dict:
     return {"Target": "local", "ServiceName": STACK, "BucketName": BUCKET,
             "DatabaseUrl": urls["DATABASE_URL"], "RedisUrl": urls["REDIS_URL"],
             "ModelDir": str(REPO_DIR), "DeletionProtection": "false",
-            "PipelineConcurrency": str(min(8, 4 * (os.cpu_count() or 1)))}
+            "PipelineConcurrency": str(min(8, 4 * (os.cpu_count() or 1))),
+            # a front end in development (`KB_CORS_ORIGINS=... make up` for others)
+            "CorsOrigins": os.environ.get("KB_CORS_ORIGINS", LOCAL_CORS_ORIGINS)}
 
 
-def close_emulator_gaps(session, dist: Path, parameters: dict) -> None:
+def close_emulator_gaps(session, dist: Path, parameters: dict, rest_api_id: str) -> None:
     """What the emulator's CloudFormation accepts but does not apply, applied by hand:
     reserved concurrency (the pipeline's bounds; the embedding function's: each worker
-    holds a model)."""
+    holds a model) and the REST API's gateway responses (its import of the API definition
+    skips them), followed by a deployment so the stage answers with them."""
     import yaml
 
     def value(v):
@@ -86,6 +90,14 @@ def close_emulator_gaps(session, dist: Path, parameters: dict) -> None:
             name = props["FunctionName"]["Fn::Sub"].replace("${ServiceName}", STACK)
             lam.put_function_concurrency(FunctionName=name,
                                          ReservedConcurrentExecutions=int(value(props["ReservedConcurrentExecutions"])))
+    apigw = session.client("apigateway")
+    responses = template["Resources"]["RestAPI"]["Properties"].get("GatewayResponses", {})
+    for response_type, response in responses.items():
+        apigw.put_gateway_response(restApiId=rest_api_id, responseType=response_type,
+                                   responseTemplates=response.get("ResponseTemplates", {}),
+                                   **({"statusCode": response["StatusCode"]} if "StatusCode" in response else {}))
+    if responses:
+        apigw.create_deployment(restApiId=rest_api_id, stageName="api")
 
 
 def api(method: str, url: str, key: str, body: dict | None = None) -> dict:
@@ -163,7 +175,7 @@ def up(with_demo: bool) -> None:
         outputs = deploy.deploy(session, STACK, parameters, LOCAL_DIST, timeout=600)
     except deploy.DeployError as err:
         raise SystemExit(f"{err}\nsee {services.LOGS}/ministack.log")
-    close_emulator_gaps(session, LOCAL_DIST, parameters)
+    close_emulator_gaps(session, LOCAL_DIST, parameters, outputs["RestAPIId"])
     restored = legacy.restore_objects(session, BUCKET)
     if restored:
         print(f"restored   {restored} objects into s3://{BUCKET}")
@@ -194,6 +206,9 @@ def main() -> None:
     key_cmd = sub.add_parser("key")
     key_cmd.add_argument("org")
     key_cmd.add_argument("user")
+    key_cmd.add_argument("--role", choices=("admin", "editor", "viewer"),
+                         help="the user's role (default: admin for an organisation's first user, else editor)")
+    key_cmd.add_argument("--rate", type=int, help="requests per second for this key (default: the deployment's)")
     args = parser.parse_args()
     if args.command == "up":
         up(with_demo=not args.no_demo)
@@ -214,7 +229,8 @@ def main() -> None:
         os.environ["DATABASE_URL"] = services.postgres_up()
         from chalicelib.auth import issue_key
 
-        principal, key = issue_key(args.org, args.user)
+        principal, key = issue_key(args.org, args.user, args.role, rate_per_second=args.rate)
+        print(f"# {args.user} in {args.org}: {principal.role}", file=sys.stderr)
         print(key)
 
 

@@ -1,13 +1,15 @@
-"""Agents and the knowledge bases they link as tools. Every change to the tools
-array happens under a row lock, and link, edit, remove and PATCH are audited."""
+"""Agents and the knowledge bases they link as tools. An agent belongs to its owner
+(the organisation's admins manage them all); every change to the tools array happens
+under a row lock, and every write is audited."""
 from typing import Optional
 
 from chalicelib.agents import tools as kbtools
 from chalicelib.agents.tools import KNOWLEDGE_BASE
 from chalicelib.auth import Principal
+from chalicelib.auth.access import require_writer
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ids import new_id
-from chalicelib.storage import agents, connection, knowledge_bases
+from chalicelib.storage import agents, audit, connection, knowledge_bases
 
 
 _PUBLIC = {"name": "name", "description": "description", "available_tools": "availableTools"}
@@ -18,16 +20,30 @@ def _not_found(agent_id: str) -> NotFound:
 
 
 def create_agent(principal: Principal, *, name: str, description: str, tools: list) -> dict:
+    require_writer(principal, "create agents")
     tools = kbtools.check_tools_array(tools)
-    with connection() as conn:
+    with connection() as conn, conn.transaction():
         _check_links(conn, principal, tools)
-        return agents.insert(conn, principal, agent_id=new_id("agent"), name=name,
-                             description=description, tools=tools)
+        row = agents.insert(conn, principal, agent_id=new_id("agent"), name=name,
+                            description=description, tools=tools)
+        _audit(conn, principal, "create_agent", row["id"], after=_public(row, _PUBLIC))
+    return row
 
 
-def _check_links(conn, principal: Principal, tools: list[dict]) -> None:
+def _public(row: dict, fields) -> dict:
+    return {_PUBLIC[k]: row[k] for k in fields}
+
+
+def _audit(conn, principal: Principal, action: str, agent_id: str, *, tool_id: Optional[str] = None,
+           before=None, after=None) -> None:
+    audit.write(conn, principal, action, "agent", agent_id, agent_id=agent_id, tool_id=tool_id,
+                before=before, after=after)
+
+
+def _check_links(conn, principal: Principal, tools: list[dict], already: frozenset = frozenset()) -> None:
     """availableTools given whole obey the tool endpoints' rules: each knowledge base the
-    caller can see, and linked once."""
+    caller can see (or one the agent already links: an admin may keep a colleague's link
+    to a private one), and linked once."""
     seen = set()
     for index, tool in enumerate(tools):
         if tool.get("type") != KNOWLEDGE_BASE:
@@ -36,7 +52,7 @@ def _check_links(conn, principal: Principal, tools: list[dict]) -> None:
         if kb_id in seen:
             raise Invalid(f"availableTools[{index}]: the agent already links knowledge base {kb_id}",
                           code="KB_ALREADY_LINKED")
-        if knowledge_bases.get_visible(conn, principal, kb_id) is None:
+        if kb_id not in already and knowledge_bases.get_visible(conn, principal, kb_id) is None:
             raise NotFound.thing("knowledge base", kb_id)
         seen.add(kb_id)
 
@@ -51,11 +67,12 @@ def get_agent(principal: Principal, agent_id: str) -> dict:
 
 def list_agents(principal: Principal) -> list[dict]:
     with connection() as conn:
-        return agents.list_in_org(conn, principal)
+        return agents.list_own(conn, principal)
 
 
 def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
     """Audited like the tool endpoints: the fields that changed, before and after."""
+    require_writer(principal, "change agents")
     if "available_tools" in changes:
         changes["available_tools"] = kbtools.check_tools_array(changes["available_tools"])
     with connection() as conn, conn.transaction():
@@ -63,20 +80,23 @@ def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
         if before is None:
             raise _not_found(agent_id)
         if "available_tools" in changes:
-            _check_links(conn, principal, changes["available_tools"])
+            _check_links(conn, principal, changes["available_tools"],
+                         frozenset(_linked_kb_ids(before["available_tools"])))
         row = agents.update(conn, principal, agent_id, changes)
         changed = [k for k in changes if before[k] != row[k]]
         if changed:
-            agents.write_audit(conn, principal, agent_id=agent_id, action="update_agent", tool_id=None,
-                               before={_PUBLIC[k]: before[k] for k in changed},
-                               after={_PUBLIC[k]: row[k] for k in changed})
+            _audit(conn, principal, "update_agent", agent_id,
+                   before=_public(before, changed), after=_public(row, changed))
     return row
 
 
 def delete_agent(principal: Principal, agent_id: str) -> None:
-    with connection() as conn:
-        if not agents.delete(conn, principal, agent_id):
+    require_writer(principal, "delete agents")
+    with connection() as conn, conn.transaction():
+        row = agents.delete(conn, principal, agent_id)
+        if row is None:
             raise _not_found(agent_id)
+        _audit(conn, principal, "delete_agent", agent_id, before=_public(row, _PUBLIC))
 
 
 def _linked_kb_ids(tools: list) -> set[str]:
@@ -95,6 +115,7 @@ def available_knowledge_bases(principal: Principal, agent_id: str) -> tuple[list
 
 def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quick_add: bool,
                         name: Optional[str], description: Optional[str], top_k, min_score) -> dict:
+    require_writer(principal, "link knowledge bases to agents")
     top_k, min_score = kbtools.check_defaults(top_k, min_score)
     with connection() as conn, conn.transaction():
         agent = agents.get(conn, principal, agent_id, for_update=True)
@@ -119,12 +140,12 @@ def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quic
         tool = kbtools.knowledge_base_tool(kb_id=kb_id, kb_name=kb["name"], name=name, description=description,
                                            top_k=top_k, min_score=min_score)
         agents.update(conn, principal, agent_id, {"available_tools": tools + [tool]})
-        agents.write_audit(conn, principal, agent_id=agent_id, action="link_knowledge_base",
-                            tool_id=tool["id"], before=None, after=tool)
+        _audit(conn, principal, "link_knowledge_base", agent_id, tool_id=tool["id"], after=tool)
     return tool
 
 
 def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, changes: dict) -> dict:
+    require_writer(principal, "edit an agent's tools")
     with connection() as conn, conn.transaction():
         agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
@@ -146,12 +167,12 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
         after = kbtools.with_defaults(after, top_k, min_score)
         tools = tools[:index] + [after] + tools[index + 1:]
         agents.update(conn, principal, agent_id, {"available_tools": tools})
-        agents.write_audit(conn, principal, agent_id=agent_id, action="edit_knowledge_base_tool",
-                            tool_id=tool_id, before=before, after=after)
+        _audit(conn, principal, "edit_knowledge_base_tool", agent_id, tool_id=tool_id, before=before, after=after)
     return after
 
 
 def remove_tool(principal: Principal, agent_id: str, tool_id: str) -> None:
+    require_writer(principal, "remove an agent's tools")
     with connection() as conn, conn.transaction():
         agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
@@ -162,8 +183,7 @@ def remove_tool(principal: Principal, agent_id: str, tool_id: str) -> None:
             raise NotFound.thing("tool", tool_id)
         agents.update(conn, principal, agent_id,
                              {"available_tools": [t for t in tools if t is not removed]})
-        agents.write_audit(conn, principal, agent_id=agent_id, action="remove_tool", tool_id=tool_id,
-                            before=removed, after=None)
+        _audit(conn, principal, "remove_tool", agent_id, tool_id=tool_id, before=removed)
 
 
 def list_tools(principal: Principal, agent_id: str) -> list[dict]:
@@ -174,17 +194,30 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
         if agent is None:
             raise _not_found(agent_id)
         tools = agent["available_tools"]
-        names = knowledge_bases.visible_names(conn, principal, list(_linked_kb_ids(tools)))
+        linked = list(_linked_kb_ids(tools))
+        names = knowledge_bases.visible_names(conn, principal, linked)
+        there = knowledge_bases.reachable_ids(conn, principal, linked)
     shown = []
     for tool in tools:
         if tool.get("type") != KNOWLEDGE_BASE:
             shown.append({**tool, "status": "ok"})
             continue
         kb_id = tool["config"]["knowledgeBaseId"]
-        present = kb_id in names
-        shown.append({**tool, "status": "ok" if present else "knowledge_base_missing",
-                      "knowledgeBaseName": names.get(kb_id, tool["config"].get("knowledgeBaseName"))})
+        if kb_id in names:
+            shown.append({**tool, "status": "ok", "knowledgeBaseName": names[kb_id]})
+        elif kb_id in there:  # an admin looking at a colleague's agent that links a private one
+            shown.append({**_unnamed(tool), "status": "knowledge_base_hidden", "knowledgeBaseName": None})
+        else:
+            shown.append({**tool, "status": "knowledge_base_missing",
+                          "knowledgeBaseName": tool["config"].get("knowledgeBaseName")})
     return shown
+
+
+def _unnamed(tool):
+    """A knowledge-base tool without the name of its knowledge base."""
+    if not isinstance(tool, dict) or tool.get("type") != KNOWLEDGE_BASE:
+        return tool
+    return {**tool, "config": {k: v for k, v in tool["config"].items() if k != "knowledgeBaseName"}}
 
 
 def tool_definitions(principal: Principal, agent_id: str, fmt: str):
@@ -194,7 +227,38 @@ def tool_definitions(principal: Principal, agent_id: str, fmt: str):
 
 
 def audit_log(principal: Principal, agent_id: str) -> list[dict]:
+    """The agent's entries; a tool's knowledge-base name shows only to who can see it."""
     with connection() as conn:
         if agents.get(conn, principal, agent_id) is None:
             raise _not_found(agent_id)
-        return agents.audit_entries(conn, principal, agent_id)
+        rows = audit.for_agent(conn, principal, agent_id)
+        mentioned = {t["config"]["knowledgeBaseId"] for r in rows for t in _tools_in(r)}
+        visible = knowledge_bases.visible_names(conn, principal, list(mentioned))
+    return [{**r, "before": _redacted(r["before"], visible), "after": _redacted(r["after"], visible)}
+            for r in rows]
+
+
+def _tools_in(row: dict) -> list[dict]:
+    """The knowledge-base tools an audit entry's before and after hold (a tool, or availableTools)."""
+    found = []
+    for side in (row["before"], row["after"]):
+        if not isinstance(side, dict):
+            continue
+        for tool in [side, *(side.get("availableTools") or [])]:
+            if isinstance(tool, dict) and tool.get("type") == KNOWLEDGE_BASE:
+                found.append(tool)
+    return found
+
+
+def _redacted(side, visible: dict):
+    def one(tool):
+        if isinstance(tool, dict) and tool.get("type") == KNOWLEDGE_BASE \
+                and tool["config"]["knowledgeBaseId"] not in visible:
+            return _unnamed(tool)
+        return tool
+    if not isinstance(side, dict):
+        return side
+    side = one(side)
+    if isinstance(side.get("availableTools"), list):
+        side = {**side, "availableTools": [one(t) for t in side["availableTools"]]}
+    return side

@@ -7,7 +7,7 @@ import logging
 from chalicelib.agents import invoke_tool
 from chalicelib.api.http import error_body, status_of
 from chalicelib.api.views import search_view, tool_result_view
-from chalicelib.auth import authenticate
+from chalicelib.auth import authenticate, throttle
 from chalicelib.errors import Invalid, ServiceError, Unauthorized
 from chalicelib.retrieval import parse_search_request, search
 from chalicelib.validate import check_text
@@ -23,6 +23,7 @@ def handle_kb_search(event: dict) -> dict:
         principal = authenticate(event.get("apiKey"))
         if principal is None:
             raise Unauthorized("apiKey is missing or not valid")
+        throttle.take(principal)
         if "agentId" in event or "toolId" in event:
             return _invoke_agent_tool(principal, event)
         kb_id = event.get("knowledgeBaseId")

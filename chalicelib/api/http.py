@@ -1,5 +1,5 @@
 """The API's conventions: JSON envelopes, the status of each kind of error,
-bearer-key authentication."""
+bearer-key authentication and the per-key rate limit."""
 import functools
 import json
 import logging
@@ -8,7 +8,7 @@ from typing import Any, Callable
 from chalice import Response
 
 from chalicelib import errors, limits
-from chalicelib.auth import Principal, authenticate, bearer_token
+from chalicelib.auth import Principal, authenticate, bearer_token, throttle
 from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
@@ -20,6 +20,7 @@ STATUS: dict[type, int] = {
     errors.Unauthorized: 401,
     errors.Forbidden: 403,
     errors.NotFound: 404,
+    errors.MethodNotAllowed: 405,
     errors.Conflict: 409,
     errors.TooLarge: 413,
     errors.Unsupported: 415,
@@ -46,8 +47,11 @@ def ok(data: Any, status: int = 200) -> Response:
 
 
 def error_response(err: errors.ServiceError) -> Response:
+    headers = dict(JSON_HEADERS)
+    if isinstance(err, errors.Throttled):
+        headers["Retry-After"] = str(err.retry_after)
     return Response(body=json.dumps({"success": False, "error": error_body(err)}),
-                    status_code=status_of(err), headers=JSON_HEADERS)
+                    status_code=status_of(err), headers=headers)
 
 
 def _not_json(constant: str):
@@ -82,14 +86,18 @@ def query_params(request) -> dict:
 
 
 def authenticated(blueprint) -> Callable:
-    """Route decorator: resolves the bearer key to a Principal (401 otherwise),
-    passes it as the first argument, and turns a ServiceError into the error envelope."""
+    """Route decorator: resolves the bearer key to a Principal (401 otherwise; 429 once
+    an address sent too many bad keys or a key is over its rate), passes it as the first
+    argument, and turns a ServiceError into the error envelope."""
     def decorate(view: Callable) -> Callable:
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
             try:
                 request = blueprint.current_request
-                principal = _principal(request.headers.get("authorization"))
+                source = ((request.context or {}).get("identity") or {}).get("sourceIp")
+                throttle.refuse_if_guessing(source)
+                principal = _principal(request.headers.get("authorization"), source)
+                throttle.take(principal)
                 return view(principal, *args, **kwargs)
             except errors.ServiceError as err:
                 if status_of(err) >= 500:
@@ -102,11 +110,12 @@ def authenticated(blueprint) -> Callable:
     return decorate
 
 
-def _principal(authorization) -> Principal:
+def _principal(authorization, source) -> Principal:
     token = bearer_token(authorization)
     if token is None:
         raise errors.Unauthorized("send an API key as 'Authorization: Bearer <key>'")
     principal = authenticate(token)
     if principal is None:
-        raise errors.Unauthorized("the API key is not valid")
+        throttle.count_bad_key(source)
+        raise errors.Unauthorized("the API key is not valid (unknown, revoked or expired)")
     return principal

@@ -1,5 +1,6 @@
 """The public JSON of everything the API answers, built from storage rows and the
 domain's dataclasses. Field names here are the API's contract (camelCase)."""
+from datetime import datetime, timezone
 from typing import Optional
 
 from chalicelib.agents import ToolRun
@@ -136,5 +137,20 @@ def agent_view(row: dict) -> dict:
 
 
 def audit_view(row: dict) -> dict:
-    return {"id": row["id"], "userId": row["user_id"], "action": row["action"], "toolId": row["tool_id"],
-            "before": row["before"], "after": row["after"], "at": _iso(row["created_at"])}
+    return {"id": row["id"], "userId": row["user_id"], "keyId": row["key_id"], "action": row["action"],
+            "targetType": row["target_type"], "targetId": row["target_id"], "agentId": row["agent_id"],
+            "toolId": row["tool_id"], "before": row["before"], "after": row["after"],
+            "at": _iso(row["created_at"])}
+
+
+def key_view(row: dict) -> dict:
+    """A key as listed: never the key itself (only its first characters) nor its hash."""
+    return {"id": row["id"], "name": row["name"], "prefix": row["key_prefix"], "userId": row["user_id"],
+            "userName": row["user_name"], "createdAt": _iso(row["created_at"]),
+            "lastUsedAt": _iso(row["last_used_at"]), "expiresAt": _iso(row["expires_at"]),
+            "revokedAt": _iso(row["revoked_at"]),
+            "status": "revoked" if row["revoked_at"] else ("expired" if _expired(row) else "active")}
+
+
+def _expired(row: dict) -> bool:
+    return row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc)

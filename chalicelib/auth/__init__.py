@@ -1,4 +1,4 @@
-"""API keys: issuing them, and turning a presented key into the tenant it names."""
+"""Who is calling (API keys), what they may do (access), and how often (throttle)."""
 from chalicelib.auth.keys import Principal, authenticate, bearer_token, issue_key
 
 __all__ = ["Principal", "authenticate", "bearer_token", "issue_key"]

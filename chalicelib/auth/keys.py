@@ -1,37 +1,65 @@
+"""API keys: issuing, listing, revoking and rotating them, and turning a presented key
+into the caller it names. Only a SHA-256 of a key is stored; the key is shown once."""
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Optional
 
-from chalicelib.errors import Transient
-from chalicelib.storage import connection, tenants
+from chalicelib.errors import NotFound, Transient
+from chalicelib.storage import audit, connection, tenants
 
 KEY_PREFIX = "kbk_"
+ROLES = ("admin", "editor", "viewer")
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a user in an organisation."""
+    """Who is calling: a user in an organisation, with a role there, through a key."""
     user_id: str
     org_id: str
+    role: str = "viewer"
+    key_id: Optional[str] = None
+    rate_per_second: Optional[int] = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+@dataclass(frozen=True)
+class NewKey:
+    row: dict
+    key: str
 
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def issue_key(org_name: str, user_name: str) -> tuple[Principal, str]:
-    """Create the organisation and user if needed and return a new key for them.
-    The key is returned once; only its hash is stored."""
+def _new_key() -> tuple[str, str, str]:
+    """(the key, its hash, the prefix shown in listings)."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, hash_key(key), key[: len(KEY_PREFIX) + 6]
+
+
+def issue_key(org_name: str, user_name: str, role: Optional[str] = None, *,
+              rate_per_second: Optional[int] = None) -> tuple[Principal, str]:
+    """`make key`: create the organisation and user if needed (the first user of an
+    organisation is its admin; later ones are editors unless a role is given; a role
+    given for an existing user becomes theirs) and return a new key for them."""
+    key, digest, prefix = _new_key()
     with connection() as conn, conn.transaction():
         org_id = tenants.ensure_organization(conn, org_name)
-        user_id = tenants.ensure_user(conn, org_id, user_name)
-        tenants.insert_api_key(conn, user_id, hash_key(key), key[: len(KEY_PREFIX) + 6])
-    return Principal(user_id=user_id, org_id=org_id), key
+        user = tenants.ensure_user(conn, org_id, user_name, role)
+        row = tenants.insert_api_key(conn, user["id"], digest, prefix, name="make key", expires_in=None,
+                                     rate_per_second=rate_per_second)
+    return Principal(user_id=user["id"], org_id=org_id, role=user["role"], key_id=row["id"],
+                     rate_per_second=rate_per_second), key
 
 
 def authenticate(key) -> Optional[Principal]:
+    """The caller a key names; None when the key is unknown, revoked or expired."""
     if not isinstance(key, str) or not key.startswith(KEY_PREFIX):
         return None
     try:
@@ -40,12 +68,79 @@ def authenticate(key) -> Optional[Principal]:
         # The first statement of every request: a warm worker's connection that a
         # database restart broke fails here, and one fresh connection serves the rest.
         row = _find_principal(key)
-    return Principal(user_id=row["user_id"], org_id=row["org_id"]) if row else None
+    if row is None:
+        return None
+    return Principal(user_id=row["user_id"], org_id=row["org_id"], role=row["role"], key_id=row["key_id"],
+                     rate_per_second=row["rate_per_second"])
 
 
 def _find_principal(key: str) -> Optional[dict]:
     with connection() as conn:
-        return tenants.find_principal(conn, hash_key(key))
+        row = tenants.find_principal(conn, hash_key(key))
+        if row is not None and row["stale"]:
+            # last_used_at is written at most once a minute per key, not on every request.
+            tenants.touch_api_key(conn, row["key_id"])
+        return row
+
+
+def list_keys(principal: Principal, *, whole_organization: bool) -> list[dict]:
+    from chalicelib.auth.access import require_admin
+
+    with connection() as conn:
+        if whole_organization:
+            require_admin(principal, "list the organisation's keys")
+            return tenants.org_keys(conn, principal.org_id)
+        return tenants.user_keys(conn, principal.user_id)
+
+
+def create_key(principal: Principal, *, name: str, expires_in_days: Optional[int]) -> NewKey:
+    """A new key for the caller themself, with the caller's role."""
+    key, digest, prefix = _new_key()
+    with connection() as conn, conn.transaction():
+        row = tenants.insert_api_key(
+            conn, principal.user_id, digest, prefix, name=name,
+            expires_in=None if expires_in_days is None else timedelta(days=expires_in_days))
+        audit.write(conn, principal, "create_api_key", "api_key", row["id"],
+                    after={"name": name, "prefix": prefix, "expiresAt": row["expires_at"]})
+    return NewKey(row=row, key=key)
+
+
+def _key_to_manage(conn, principal: Principal, key_id: str) -> dict:
+    """A key of the caller, or of the caller's organisation for an admin; NotFound otherwise."""
+    row = tenants.get_key(conn, key_id, principal.org_id, for_update=True)
+    if row is None or (row["user_id"] != principal.user_id and not principal.is_admin):
+        raise NotFound.thing("API key", key_id)
+    return row
+
+
+def revoke_key(principal: Principal, key_id: str) -> dict:
+    """Revoked keys answer 401 from the next request on; revoking twice changes nothing."""
+    with connection() as conn, conn.transaction():
+        row = _key_to_manage(conn, principal, key_id)
+        if row["revoked_at"] is None:
+            row = tenants.revoke_key(conn, key_id)
+            audit.write(conn, principal, "revoke_api_key", "api_key", key_id,
+                        before={"name": row["name"], "prefix": row["key_prefix"], "userId": row["user_id"]})
+    return row
+
+
+def rotate_key(principal: Principal, key_id: str) -> NewKey:
+    """A new key with the old one's owner, name, rate and lifetime; the old one is revoked."""
+    key, digest, prefix = _new_key()
+    with connection() as conn, conn.transaction():
+        old = _key_to_manage(conn, principal, key_id)
+        if old["revoked_at"] is not None:
+            raise NotFound(f"API key {key_id} was revoked; create a new key instead")
+        lifetime = None
+        if old["expires_at"] is not None:
+            lifetime = old["expires_at"] - old["created_at"]
+        row = tenants.insert_api_key(conn, old["user_id"], digest, prefix, name=old["name"],
+                                     expires_in=lifetime, rate_per_second=old["rate_per_second"])
+        tenants.revoke_key(conn, key_id)
+        audit.write(conn, principal, "rotate_api_key", "api_key", key_id,
+                    before={"id": key_id, "prefix": old["key_prefix"]},
+                    after={"id": row["id"], "prefix": prefix, "expiresAt": row["expires_at"]})
+    return NewKey(row=row, key=key)
 
 
 def bearer_token(authorization: Optional[str]) -> Optional[str]:

@@ -3,14 +3,14 @@ from dataclasses import dataclass, replace
 
 from chalicelib import limits
 from chalicelib.auth import Principal
+from chalicelib.auth.access import kb_to_write
 from chalicelib.embeddings import get_provider
-from chalicelib.errors import NotFound
 from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
 from chalicelib.retrieval import Passage, SearchRequest, search
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import audit, connection, documents, knowledge_bases
 from chalicelib.storage.filters import SearchFilters
 
 
@@ -29,12 +29,9 @@ def entry_url(entry_id: str) -> str:
 
 
 def create_entry(principal: Principal, kb_id: str, *, title: str, content: str, metadata: dict) -> Entry:
-    """Chunk, embed and store an entry within the request. NotFound when the caller
-    may not write the knowledge base."""
+    """Chunk, embed and store an entry within the request (access.kb_to_write says who may)."""
     with connection() as conn:
-        kb = knowledge_bases.get_writable(conn, principal, kb_id)
-    if kb is None:
-        raise NotFound.thing("knowledge base", kb_id)
+        kb = kb_to_write(conn, principal, kb_id, "write entries")
     chunks = chunk_document(Extracted(TEXT, [Section(content)]), kb["chunk_tokens"], kb["chunk_overlap"], metadata)
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
         [f"{title}\n{c.content}" for c in chunks])
@@ -45,6 +42,8 @@ def create_entry(principal: Principal, kb_id: str, *, title: str, content: str, 
                                metadata=metadata, size_bytes=len(content.encode("utf-8")))
         chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb_id, dim=kb["embedding_dim"],
                                            chunks=chunks, page_count=None)
+        audit.write(conn, principal, "create_entry", "document", entry_id,
+                    after={"knowledgeBaseId": kb_id, "title": title})
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=metadata)
 

@@ -3,20 +3,25 @@ the caller through its knowledge base. Returns storage rows."""
 from typing import Optional
 
 from chalicelib.auth import Principal
+from chalicelib.auth.access import kb_to_read, kb_to_write
 from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.documents.runs import start_ingestion
 from chalicelib.documents.sync import SyncReport, sync_knowledge_base
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import audit, connection, documents
 
 DOCUMENT_STATUSES = ("PENDING", "PROCESSING", "PROCESSED", "FAILED")
 
 
-def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, writable: bool) -> dict:
-    find = knowledge_bases.get_writable if writable else knowledge_bases.get_visible
-    doc = documents.get_in(conn, kb_id, doc_id) if find(conn, principal, kb_id) is not None else None
+def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, action: str = "") -> dict:
+    """The document, in a knowledge base the caller sees (and may write, given an action)."""
+    try:
+        kb_to_write(conn, principal, kb_id, action) if action else kb_to_read(conn, principal, kb_id)
+    except NotFound:
+        raise NotFound.thing("document", doc_id) from None
+    doc = documents.get_in(conn, kb_id, doc_id)
     if doc is None:
         raise NotFound.thing("document", doc_id)
     return doc
@@ -24,21 +29,22 @@ def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, writable: 
 
 def list_documents(principal: Principal, kb_id: str, status: Optional[str]) -> list[dict]:
     with connection() as conn:
-        if knowledge_bases.get_visible(conn, principal, kb_id) is None:
-            raise NotFound.thing("knowledge base", kb_id)
+        kb_to_read(conn, principal, kb_id)
         return documents.list_in(conn, kb_id, status)
 
 
 def get_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
     with connection() as conn:
-        return _document(conn, principal, kb_id, doc_id, writable=False)
+        return _document(conn, principal, kb_id, doc_id)
 
 
 def delete_document(principal: Principal, kb_id: str, doc_id: str) -> None:
     """The row and its chunks, then the file and its metadata sidecar in S3."""
-    with connection() as conn:
-        doc = _document(conn, principal, kb_id, doc_id, writable=True)
+    with connection() as conn, conn.transaction():
+        doc = _document(conn, principal, kb_id, doc_id, action="delete documents")
         documents.delete(conn, doc_id)
+        audit.write(conn, principal, "delete_document", "document", doc_id,
+                    before={"knowledgeBaseId": kb_id, "filename": doc["filename"], "kind": doc["kind"]})
     if doc["kind"] == "file":
         client("s3").delete_objects(Bucket=load_settings().bucket, Delete={"Quiet": True, "Objects": [
             {"Key": doc["s3_key"]}, {"Key": doc["s3_key"] + SIDECAR_SUFFIX}]})
@@ -46,11 +52,13 @@ def delete_document(principal: Principal, kb_id: str, doc_id: str) -> None:
 
 def reindex_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
     """Run the pipeline again and embed anew, even if the bytes did not change."""
-    with connection() as conn:
-        doc = _document(conn, principal, kb_id, doc_id, writable=True)
+    with connection() as conn, conn.transaction():
+        doc = _document(conn, principal, kb_id, doc_id, action="reindex documents")
         if doc["kind"] != "file":
             raise Invalid("entries are indexed when they are written; write it again", code="NOT_A_FILE")
         documents.forget_indexed_version(conn, doc_id)
+        audit.write(conn, principal, "reindex_document", "document", doc_id,
+                    after={"knowledgeBaseId": kb_id, "filename": doc["filename"]})
     start_ingestion(load_settings().bucket, doc["s3_key"], kb_id, doc["size_bytes"])
     with connection() as conn:
         return documents.get(conn, doc_id)
@@ -59,6 +67,10 @@ def reindex_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
 def sync_documents(principal: Principal, kb_id: str) -> SyncReport:
     """The bucket compared with the knowledge base's documents, now (see sync.py)."""
     with connection() as conn:
-        if knowledge_bases.get_writable(conn, principal, kb_id) is None:
-            raise NotFound.thing("knowledge base", kb_id)
-    return sync_knowledge_base(kb_id)
+        kb_to_write(conn, principal, kb_id, "sync documents")
+    report = sync_knowledge_base(kb_id)
+    with connection() as conn:
+        audit.write(conn, principal, "sync_knowledge_base", "knowledge_base", kb_id,
+                    after={"added": report.added, "changed": report.changed, "removed": report.removed,
+                           "failed": report.failed})
+    return report

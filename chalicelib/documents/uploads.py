@@ -10,11 +10,12 @@ from typing import Optional
 
 from chalicelib import limits
 from chalicelib.auth import Principal
+from chalicelib.auth.access import kb_to_write
 from chalicelib.aws import client, s3_presigner
 from chalicelib.config import load_settings
-from chalicelib.errors import Invalid, NotFound, TooLarge, Unsupported
+from chalicelib.errors import Invalid, TooLarge, Unsupported
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import audit, connection, documents
 
 EXTENSIONS = {
     ".pdf": "application/pdf",
@@ -83,7 +84,7 @@ def _decode_inline(data: str) -> bytes:
 
 def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
     """Register a document and return where to PUT its bytes (or store inline
-    bytes right away). NotFound when the caller may not write the knowledge base."""
+    bytes right away). access.kb_to_write says who may."""
     settings = load_settings()
     filename = sanitize_filename(request.filename)
     _check_type(filename, request.content_type)
@@ -94,10 +95,12 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
     if size > settings.max_file_bytes:
         raise TooLarge(f"size: {size} bytes is over the limit of {settings.max_file_bytes}")
     key = document_key(kb_id, filename)
-    with connection() as conn:
-        if knowledge_bases.get_writable(conn, principal, kb_id) is None:
-            raise NotFound.thing("knowledge base", kb_id)
+    with connection() as conn, conn.transaction():
+        kb_to_write(conn, principal, kb_id, "upload documents")
         doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=filename, size_bytes=size)
+        audit.write(conn, principal, "upload_document", "document", doc["id"],
+                    after={"knowledgeBaseId": kb_id, "filename": filename, "size": size,
+                           "inline": raw is not None})
     s3 = client("s3")
     if request.metadata:
         s3.put_object(Bucket=settings.bucket, Key=key + SIDECAR_SUFFIX, ContentType="application/json",

@@ -1,14 +1,16 @@
 """Knowledge bases: creation with a fixed embedding model and chunking, reads scoped
-to the caller, changes and deletion. Returns storage rows; the API's views shape them."""
+to the caller, changes and deletion by their owner or an admin (auth/access.py), each
+write audited. Returns storage rows; the API's views shape them."""
 from typing import Optional
 
 from chalicelib.auth import Principal
+from chalicelib.auth.access import kb_to_manage, require_writer
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import NotFound
 from chalicelib.ingestion.chunk import validate_sizes
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
-from chalicelib.storage import connection, knowledge_bases
+from chalicelib.storage import audit, connection, knowledge_bases
 
 VISIBILITIES = ("private", "org", "public")
 
@@ -19,6 +21,7 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           chunk_overlap: Optional[int] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
     Raises Invalid naming the field when a setting is not valid."""
+    require_writer(principal, "create knowledge bases")
     settings = load_settings()
     embedder = get_provider(provider or settings.embedding_provider, model)
     chunk_tokens = settings.default_chunk_tokens if chunk_tokens is None else chunk_tokens
@@ -26,10 +29,13 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
     validate_sizes(chunk_tokens, chunk_overlap)
     with connection() as conn:
         knowledge_bases.ensure_vector_index(conn, embedder.dimension)
-        kb_id = knowledge_bases.insert_knowledge_base(
-            conn, principal, name=name, description=description, visibility=visibility,
-            provider=embedder.name, model=embedder.model, dim=embedder.dimension,
-            chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+        with conn.transaction():
+            kb_id = knowledge_bases.insert_knowledge_base(
+                conn, principal, name=name, description=description, visibility=visibility,
+                provider=embedder.name, model=embedder.model, dim=embedder.dimension,
+                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+            audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
+                        after={"name": name, "visibility": visibility, "embeddingModel": embedder.model})
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 
@@ -50,17 +56,24 @@ def list_knowledge_bases(principal: Principal, *, limit: int, after: Optional[st
 
 
 def update_knowledge_base(principal: Principal, kb_id: str, changes: dict) -> dict:
-    """NotFound also when the caller can see it but may not change it."""
+    """Forbidden when the caller sees it but is neither its owner nor an admin of its organisation."""
     with connection() as conn:
-        if not knowledge_bases.update(conn, principal, kb_id, changes):
-            raise NotFound.thing("knowledge base", kb_id)
+        with conn.transaction():
+            before = kb_to_manage(conn, principal, kb_id, "change its settings", for_update=True)
+            knowledge_bases.update(conn, principal, kb_id, changes)
+            changed = [k for k in changes if before[k] != changes[k]]
+            if changed:
+                audit.write(conn, principal, "update_knowledge_base", "knowledge_base", kb_id,
+                            before={k: before[k] for k in changed}, after={k: changes[k] for k in changed})
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 
 def delete_knowledge_base(principal: Principal, kb_id: str) -> None:
     """Deletes the knowledge base, its documents and chunks, then its objects in S3
     (their ObjectRemoved events then find nothing left to delete)."""
-    with connection() as conn:
-        if not knowledge_bases.delete(conn, principal, kb_id):
-            raise NotFound.thing("knowledge base", kb_id)
+    with connection() as conn, conn.transaction():
+        kb = kb_to_manage(conn, principal, kb_id, "delete it", for_update=True)
+        knowledge_bases.delete(conn, principal, kb_id)
+        audit.write(conn, principal, "delete_knowledge_base", "knowledge_base", kb_id,
+                    before={"name": kb["name"], "visibility": kb["visibility"], "ownerId": kb["owner_id"]})
     delete_prefix(load_settings().bucket, knowledge_base_prefix(kb_id))

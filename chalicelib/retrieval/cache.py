@@ -3,25 +3,15 @@ recomputed embedding and a warning, never a failed search."""
 import hashlib
 import json
 import logging
-from typing import Callable, Optional
+from typing import Callable
 
 import redis
 
 from chalicelib.config import load_settings
+from chalicelib.kv import redis_client
 from chalicelib.retrieval import metrics
 
 logger = logging.getLogger(__name__)
-_client: Optional[redis.Redis] = None
-
-
-def _redis() -> Optional[redis.Redis]:
-    global _client
-    url = load_settings().redis_url
-    if not url:
-        return None
-    if _client is None:
-        _client = redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
-    return _client
 
 
 def cache_key(provider: str, model: str, query: str) -> str:
@@ -40,7 +30,7 @@ def cached_embedding(provider: str, model: str, query: str,
 
 def _lookup_or_compute(provider: str, model: str, query: str,
                        compute: Callable[[str], list[float]]) -> tuple[list[float], bool]:
-    key, client = cache_key(provider, model, query), _redis()
+    key, client = cache_key(provider, model, query), redis_client()
     if client is not None:
         try:
             hit = client.get(key)

@@ -1,5 +1,6 @@
 """knowledge_bases: every read and write scoped to the caller (see scope.py), except
-the pipeline's read, which acts for whoever may write the bucket."""
+the pipeline's read, which acts for whoever may write the bucket. Who may change what
+they can see is decided before a write, in chalicelib/auth/access.py."""
 from typing import Optional
 
 import psycopg
@@ -7,7 +8,7 @@ import psycopg
 from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.ids import new_id
-from chalicelib.storage.scope import VISIBLE_KB, WRITABLE_KB, scope
+from chalicelib.storage.scope import VISIBLE_KB, scope
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
@@ -50,7 +51,12 @@ def ensure_vector_index(conn: psycopg.Connection, dim: int) -> None:
         f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}")
 
 
-def get_visible(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
+def get_visible(conn: psycopg.Connection, principal, kb_id: str, *, for_update: bool = False) -> Optional[dict]:
+    if for_update:  # no stats: FOR UPDATE does not go with their aggregate
+        return conn.execute(
+            f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {VISIBLE_KB} FOR UPDATE",
+            scope(principal, kb_id=kb_id),
+        ).fetchone()
     return conn.execute(
         f"SELECT {KB_COLUMNS}, {KB_STATS} FROM knowledge_bases kb"
         f" WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}",
@@ -90,29 +96,32 @@ def with_entries_by(conn: psycopg.Connection, principal) -> list[str]:
     ).fetchall()]
 
 
-def get_writable(conn: psycopg.Connection, principal, kb_id: str) -> Optional[dict]:
-    return conn.execute(
-        f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
-        scope(principal, kb_id=kb_id),
-    ).fetchone()
+def reachable_ids(conn: psycopg.Connection, principal, kb_ids: list[str]) -> set[str]:
+    """Which of these still exist in the caller's organisation or in public, seen or not
+    (a tool can say its knowledge base is there but hidden from the caller, without naming it)."""
+    return {r["id"] for r in conn.execute(
+        "SELECT kb.id FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s)"
+        " AND (kb.org_id = %(org_id)s OR kb.visibility = 'public')",
+        scope(principal, kb_ids=list(kb_ids)),
+    ).fetchall()}
 
 
 def update(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
-    """Apply name/description/visibility changes; False when the caller may not write it."""
+    """Apply name/description/visibility changes (access.kb_to_manage said who may)."""
     allowed = {k: v for k, v in changes.items() if k in ("name", "description", "visibility")}
     if not allowed:
-        return get_writable(conn, principal, kb_id) is not None
+        return get_visible(conn, principal, kb_id) is not None
     sets = ", ".join(f"{column} = %({column})s" for column in allowed)
     return conn.execute(
-        f"UPDATE knowledge_bases kb SET {sets}, updated_at = now() WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        f"UPDATE knowledge_bases kb SET {sets}, updated_at = now() WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}",
         scope(principal, kb_id=kb_id, **allowed),
     ).rowcount == 1
 
 
 def delete(conn: psycopg.Connection, principal, kb_id: str) -> bool:
-    """Deletes it with its documents and chunks (ON DELETE CASCADE)."""
+    """Deletes it with its documents and chunks (ON DELETE CASCADE; access.kb_to_manage said who may)."""
     return conn.execute(
-        f"DELETE FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {WRITABLE_KB}",
+        f"DELETE FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}",
         scope(principal, kb_id=kb_id),
     ).rowcount == 1
 

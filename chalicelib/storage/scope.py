@@ -1,16 +1,17 @@
 """Tenant scoping, shared by every table's SQL: a caller reaches a knowledge base
-only through VISIBLE_KB (read) or WRITABLE_KB (write), so another tenant's rows
-never leave the database."""
+only through VISIBLE_KB and an agent only through OWN_AGENT, so another tenant's rows
+never leave the database. Within what is visible, chalicelib/auth/access.py decides
+who may change what."""
 
 # A knowledge base is visible to its owner, to its organisation when shared with
 # it, and to everyone when public.
 VISIBLE_KB = """(kb.owner_id = %(user_id)s
      OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s)
      OR kb.visibility = 'public')"""
-WRITABLE_KB = """(kb.owner_id = %(user_id)s
-     OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s))"""
+# An agent belongs to its owner; the organisation's admins manage them all.
+OWN_AGENT = """(a.org_id = %(org_id)s AND (a.owner_id = %(user_id)s OR %(role)s = 'admin'))"""
 
 
 def scope(principal, **params) -> dict:
-    """The caller's identity as named parameters for VISIBLE_KB/WRITABLE_KB, plus params."""
-    return {"user_id": principal.user_id, "org_id": principal.org_id, **params}
+    """The caller's identity as named parameters for VISIBLE_KB/OWN_AGENT, plus params."""
+    return {"user_id": principal.user_id, "org_id": principal.org_id, "role": principal.role, **params}

@@ -87,9 +87,9 @@ def test_quick_add_duplicate_link_edit_and_remove(api, agent, product_docs):
                     {"defaultTopK": 2}).status_code == 404
 
     audit = api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]
-    assert [a["action"] for a in audit] == ["link_knowledge_base", "edit_knowledge_base_tool"]
-    assert audit[1]["before"]["name"] == "search_product_documentation"
-    assert audit[1]["after"]["name"] == "search_product_docs" and audit[1]["userId"] and audit[1]["at"]
+    assert [a["action"] for a in audit] == ["create_agent", "link_knowledge_base", "edit_knowledge_base_tool"]
+    assert audit[2]["before"]["name"] == "search_product_documentation"
+    assert audit[2]["after"]["name"] == "search_product_docs" and audit[2]["userId"] and audit[2]["at"]
 
     assert api.call("DELETE", f"/agents/{agent['id']}/tools/{tool['id']}").status_code == 200
     assert _tools(api, agent)["items"] == []
@@ -208,12 +208,13 @@ def test_patching_the_tools_array_obeys_the_tool_endpoints_rules_and_is_audited(
     hidden = {**tool, "config": {"knowledgeBaseId": foreign["id"]}}
     assert api.call("PATCH", f"/agents/{agent['id']}", {"availableTools": [hidden]}).status_code == 404
     assert api.call("POST", "/agents", {"name": "z", "availableTools": [hidden]}).status_code == 404
-    assert api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"] == []  # refused: nothing
+    refused = api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]
+    assert [a["action"] for a in refused] == ["create_agent"]  # refused: nothing more
     patched = api.call("PATCH", f"/agents/{agent['id']}", {"name": "Support", "availableTools": [tool]})
     assert patched.status_code == 200, patched.text
     audit = api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]
-    assert [a["action"] for a in audit] == ["update_agent"]
-    assert audit[0]["before"] == {"name": "Support bot", "availableTools": []}
-    assert audit[0]["after"]["name"] == "Support" and audit[0]["after"]["availableTools"][0]["name"] == "search_docs"
+    assert [a["action"] for a in audit] == ["create_agent", "update_agent"]
+    assert audit[1]["before"] == {"name": "Support bot", "availableTools": []}
+    assert audit[1]["after"]["name"] == "Support" and audit[1]["after"]["availableTools"][0]["name"] == "search_docs"
     api.call("PATCH", f"/agents/{agent['id']}", {"name": "Support"})  # no change, no entry
-    assert len(api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]) == 1
+    assert len(api.call("GET", f"/agents/{agent['id']}/audit-log").json()["data"]["items"]) == 2

@@ -42,8 +42,6 @@ def service_env(monkeypatch, migrated, database_url, local_env):
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("REDIS_URL", redis_url)
     db.reset()
-    from chalicelib.retrieval import cache
-    monkeypatch.setattr(cache, "_client", None)
     redis.Redis.from_url(redis_url).flushdb()
     yield {"DATABASE_URL": database_url, "REDIS_URL": redis_url}
     db.reset()

@@ -159,11 +159,8 @@ def test_every_search_emits_its_latency_and_cache_metrics_as_emf(filled_kb, caps
 
 
 def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
-    from chalicelib.retrieval import cache
-
     principal, kb = filled_kb
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
-    monkeypatch.setattr(cache, "_client", None)
     answer = search(principal, SearchRequest((kb["id"],), "bread", 1))
     assert answer["results"][0]["source"] == "cooking.txt"
     assert answer["metadata"]["cached"] is False

@@ -52,10 +52,16 @@ def test_each_error_kind_has_its_status_and_an_unknown_kind_is_a_500():
     from chalicelib.ingestion.errors import IngestionError
 
     expected = {errors.Invalid: 400, errors.Unauthorized: 401, errors.Forbidden: 403, errors.NotFound: 404,
-                errors.Conflict: 409, errors.TooLarge: 413, errors.Unsupported: 415, errors.Throttled: 429,
-                errors.Unavailable: 503, errors.Transient: 503, errors.ServiceError: 500, IngestionError: 500}
+                errors.MethodNotAllowed: 405, errors.Conflict: 409, errors.TooLarge: 413, errors.Unsupported: 415,
+                errors.Throttled: 429, errors.Unavailable: 503, errors.Transient: 503, errors.ServiceError: 500,
+                IngestionError: 500}
     for kind, status in expected.items():
-        err = kind("CODE", "message") if kind is IngestionError else kind("message")
+        if kind is IngestionError:
+            err = kind("CODE", "message")
+        elif kind is errors.Throttled:
+            err = kind("message", retry_after=3)
+        else:
+            err = kind("message")
         assert status_of(err) == status, kind
     assert error_body(errors.Invalid.field("topK", "must be an integer", code="INVALID_ARGUMENTS")) == {
         "code": "INVALID_ARGUMENTS", "message": "topK: must be an integer"}

@@ -1,0 +1,68 @@
+"""Who may do what inside an organisation: the role and ownership rules, in one place.
+
+Reads go through the tenant scope in SQL (storage/scope.py): what a caller cannot see
+is a 404. What it can see but may not change is a 403 FORBIDDEN, decided here.
+- viewer: searches and reads;
+- editor: also creates knowledge bases and agents, and writes documents and entries
+  into its own knowledge bases and those shared with its organisation (org or public);
+- admin: also manages every agent, key and shared knowledge base of its organisation,
+  and reads its audit log.
+A knowledge base's settings (name, description, visibility) and its deletion belong to
+its owner and the organisation's admins; an agent belongs to its owner and the admins.
+"""
+from chalicelib.auth.keys import Principal
+from chalicelib.errors import Forbidden, NotFound
+from chalicelib.storage import knowledge_bases
+
+
+def _forbidden(what: str) -> Forbidden:
+    return Forbidden(what)
+
+
+def require_writer(principal: Principal, action: str) -> None:
+    if principal.role == "viewer":
+        raise _forbidden(f"a viewer cannot {action}; an admin can make you an editor")
+
+
+def require_admin(principal: Principal, action: str) -> None:
+    if not principal.is_admin:
+        raise _forbidden(f"only an admin of the organisation can {action}")
+
+
+def may_write_kb(principal: Principal, kb: dict) -> bool:
+    """Documents and entries: the owner, and the organisation's editors and admins
+    when it is shared with the organisation (org, or public which includes it)."""
+    if principal.role == "viewer":
+        return False
+    return kb["owner_id"] == principal.user_id or (
+        kb["org_id"] == principal.org_id and kb["visibility"] in ("org", "public"))
+
+
+def may_manage_kb(principal: Principal, kb: dict) -> bool:
+    """Rename, change visibility, delete: the owner and the organisation's admins."""
+    return kb["owner_id"] == principal.user_id or (principal.is_admin and kb["org_id"] == principal.org_id)
+
+
+def kb_to_read(conn, principal: Principal, kb_id: str) -> dict:
+    kb = knowledge_bases.get_visible(conn, principal, kb_id)
+    if kb is None:
+        raise NotFound.thing("knowledge base", kb_id)
+    return kb
+
+
+def kb_to_write(conn, principal: Principal, kb_id: str, action: str) -> dict:
+    kb = kb_to_read(conn, principal, kb_id)
+    if not may_write_kb(principal, kb):
+        require_writer(principal, action)
+        # Visible, not private to someone else, not ours to write: another organisation's public one.
+        raise _forbidden(f"knowledge base {kb_id} is another organisation's; you may search it, not {action}")
+    return kb
+
+
+def kb_to_manage(conn, principal: Principal, kb_id: str, action: str, *, for_update: bool = False) -> dict:
+    kb = knowledge_bases.get_visible(conn, principal, kb_id, for_update=for_update)
+    if kb is None:
+        raise NotFound.thing("knowledge base", kb_id)
+    if not may_manage_kb(principal, kb):
+        raise _forbidden(f"only the owner of knowledge base {kb_id} or an admin of its organisation can {action}")
+    return kb
