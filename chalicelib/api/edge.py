@@ -78,7 +78,8 @@ def install(app: Chalice) -> None:
     def envelope_and_cors(event, get_response):
         response = get_response(event)
         _into_envelope(response)
-        response.headers.update(_cors_headers(_header(event, "origin")))
+        # a new dict: views may share one headers dict (http.JSON_HEADERS) between responses
+        response.headers = {**response.headers, **_cors_headers(_header(event, "origin"))}
         return response
 
 
@@ -109,4 +110,4 @@ def _into_envelope(response: Response) -> None:
     kind = _CHALICE_CODES.get(body["Code"], errors.ServiceError)
     err = kind(body["Message"] + ("; send application/json" if kind is errors.Unsupported else ""))
     response.body = json.dumps({"success": False, "error": error_body(err)})
-    response.headers.update(JSON_HEADERS)
+    response.headers = {**response.headers, **JSON_HEADERS}

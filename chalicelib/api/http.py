@@ -43,7 +43,7 @@ def error_body(err: errors.ServiceError) -> dict:
 
 def ok(data: Any, status: int = 200) -> Response:
     return Response(body=json.dumps({"success": True, "data": data}, default=str),
-                    status_code=status, headers=JSON_HEADERS)
+                    status_code=status, headers=dict(JSON_HEADERS))
 
 
 def error_response(err: errors.ServiceError) -> Response:

@@ -18,7 +18,7 @@ class Api:
 
     def call(self, method: str, path: str, body=None, key: str | None = "default", **kwargs):
         key = self.key if key == "default" else key
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **kwargs.pop("headers", {})}
         return requests.request(method, self.base_url + path, json=body, headers=headers,
                                 timeout=120, **kwargs)
 
