@@ -8,6 +8,7 @@ from chalicelib.api import agents, documents, edge, health, keys, knowledge_base
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.documents import reconcile, trigger
 from chalicelib.ingestion import steps
+from chalicelib.storage import for_every_organisation
 from chalicelib.storage import migrate as migrations
 
 app = Chalice(app_name="kb-service")
@@ -25,42 +26,52 @@ app.register_blueprint(keys)
 edge.install(app)  # after the blueprints: it reads their routes
 
 
+# The pipeline acts for whoever may write the bucket: every organisation (row-level
+# security, storage/db.py). The API and kb_search act for their caller's organisation.
 @app.lambda_function(name="s3_trigger")
+@for_every_organisation
 def s3_trigger(event, context):
     return trigger.handle_event(event)
 
 
 @app.lambda_function(name="pipeline_extract")
+@for_every_organisation
 def pipeline_extract(event, context):
     return steps.extract_step(event)
 
 
 @app.lambda_function(name="pipeline_chunk")
+@for_every_organisation
 def pipeline_chunk(event, context):
     return steps.chunk_step(event)
 
 
 @app.lambda_function(name="pipeline_embed")
+@for_every_organisation
 def pipeline_embed(event, context):
     return steps.embed_step(event)
 
 
 @app.lambda_function(name="pipeline_store")
+@for_every_organisation
 def pipeline_store(event, context):
     return steps.store_step(event)
 
 
 @app.lambda_function(name="pipeline_finalize")
+@for_every_organisation
 def pipeline_finalize(event, context):
     return steps.finalize_step(event)
 
 
 @app.lambda_function(name="pipeline_mark_failed")
+@for_every_organisation
 def pipeline_mark_failed(event, context):
     return steps.mark_failed_step(event)
 
 
 @app.lambda_function(name="pipeline_reconcile")
+@for_every_organisation
 def pipeline_reconcile(event, context):
     return reconcile.reconcile(event)
 

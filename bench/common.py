@@ -6,6 +6,7 @@ import math
 import os
 import statistics
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +85,25 @@ def fresh_database() -> str:
     os.environ["DATABASE_URL"] = url
     os.environ["REDIS_URL"] = local_env()["REDIS_URL"].rsplit("/", 1)[0] + "/14"
     return url
+
+
+@contextmanager
+def as_the_functions(principal):
+    """Searches as the deployed functions run them: logged in as kb_app, with row-level
+    security limiting every statement to the caller's organisation (migration 0008)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from chalicelib.storage import acting_for, db
+
+    owner = os.environ["DATABASE_URL"]
+    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(owner)._replace(netloc="kb_app@"))
+    db.reset()
+    try:
+        with acting_for(principal.org_id):
+            yield
+    finally:
+        os.environ["DATABASE_URL"] = owner
+        db.reset()
 
 
 def drop_database() -> None:

@@ -10,6 +10,7 @@ from chalicelib.api.views import search_view, tool_result_view
 from chalicelib.auth import authenticate, throttle
 from chalicelib.errors import Invalid, ServiceError, Unauthorized
 from chalicelib.retrieval import parse_search_request, search
+from chalicelib.storage import acting_for
 from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
@@ -24,18 +25,23 @@ def handle_kb_search(event: dict) -> dict:
         if principal is None:
             raise Unauthorized("apiKey is missing or not valid")
         throttle.take(principal)
-        if "agentId" in event or "toolId" in event:
-            return _invoke_agent_tool(principal, event)
-        kb_id = event.get("knowledgeBaseId")
-        if not isinstance(kb_id, str) or not kb_id:
-            raise Invalid.field("knowledgeBaseId", "is required")
-        request = parse_search_request([kb_id], event, extra_fields=("apiKey", "knowledgeBaseId"))
-        return {"success": True, "data": search_view(search(principal, request))}
+        with acting_for(principal.org_id):
+            return _answer(principal, event)
     except ServiceError as err:
         return _error(err)
     except Exception:  # an answer, not a crash, and nothing internal in it
         logger.exception("unhandled error")
         return _error(ServiceError("an internal error occurred"))
+
+
+def _answer(principal, event: dict) -> dict:
+    if "agentId" in event or "toolId" in event:
+        return _invoke_agent_tool(principal, event)
+    kb_id = event.get("knowledgeBaseId")
+    if not isinstance(kb_id, str) or not kb_id:
+        raise Invalid.field("knowledgeBaseId", "is required")
+    request = parse_search_request([kb_id], event, extra_fields=("apiKey", "knowledgeBaseId"))
+    return {"success": True, "data": search_view(search(principal, request))}
 
 
 def _error(err: ServiceError) -> dict:

@@ -9,6 +9,7 @@ from chalice import Response
 
 from chalicelib import errors, limits
 from chalicelib.auth import Principal, authenticate, bearer_token, throttle
+from chalicelib.storage import acting_for
 from chalicelib.validate import check_text
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,8 @@ def authenticated(blueprint) -> Callable:
                 throttle.refuse_if_guessing(source)
                 principal = _principal(request.headers.get("authorization"), source)
                 throttle.take(principal)
-                return view(principal, *args, **kwargs)
+                with acting_for(principal.org_id):  # what the database lets the request see
+                    return view(principal, *args, **kwargs)
             except errors.ServiceError as err:
                 if status_of(err) >= 500:
                     logger.warning("answered %s: %s", err.code, err.message)

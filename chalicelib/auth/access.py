@@ -60,9 +60,8 @@ def kb_to_write(conn, principal: Principal, kb_id: str, action: str) -> dict:
 
 
 def kb_to_manage(conn, principal: Principal, kb_id: str, action: str, *, for_update: bool = False) -> dict:
-    kb = knowledge_bases.get_visible(conn, principal, kb_id, for_update=for_update)
-    if kb is None:
-        raise NotFound.thing("knowledge base", kb_id)
+    kb = kb_to_read(conn, principal, kb_id)
     if not may_manage_kb(principal, kb):
         raise _forbidden(f"only the owner of knowledge base {kb_id} or an admin of its organisation can {action}")
-    return kb
+    # Locked only now: the database lets no one lock another organisation's rows.
+    return knowledge_bases.get_visible(conn, principal, kb_id, for_update=True) if for_update else kb

@@ -1,10 +1,12 @@
-"""One PostgreSQL connection per warm Lambda worker, re-opened after a fault."""
+"""One PostgreSQL connection per warm Lambda worker, re-opened after a fault, and the
+organisation its statements act for (row-level security, migration 0008)."""
 import functools
 import json
 import logging
 import time
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from contextvars import ContextVar
+from typing import Callable, Iterator, Optional
 
 import psycopg
 import psycopg.conninfo
@@ -17,6 +19,32 @@ from chalicelib.errors import Transient
 
 logger = logging.getLogger(__name__)
 _conn: Optional[psycopg.Connection] = None
+
+# The organisation the database lets the functions' role see (the policies read it as
+# kb.org_id). Nothing is set by default, and then nothing is visible: a request acts
+# for its caller's organisation (api/http.py), the pipeline and the key lookup for all.
+EVERY_ORGANISATION = "*"
+_acting_for: ContextVar[str] = ContextVar("kb_acting_for", default="")
+
+
+@contextmanager
+def acting_for(org_id: str) -> Iterator[None]:
+    """Statements inside the block see (and write) only this organisation's rows, and
+    public knowledge bases; EVERY_ORGANISATION for the pipeline and the key lookup."""
+    token = _acting_for.set(org_id)
+    try:
+        yield
+    finally:
+        _acting_for.reset(token)
+
+
+def for_every_organisation(handler: Callable) -> Callable:
+    """A Lambda entry point that acts for the whole bucket (the pipeline, its sweeps)."""
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        with acting_for(EVERY_ORGANISATION):
+            return handler(*args, **kwargs)
+    return wrapper
 
 
 def database_conninfo() -> str:
@@ -95,6 +123,7 @@ def connection() -> Iterator[psycopg.Connection]:
     no host, socket or SQL."""
     try:
         conn = _current()
+        _act_for(conn, _acting_for.get())
     except psycopg.OperationalError as exc:
         logger.warning("could not connect to the database: %s", exc)
         raise Transient("the database is unavailable; retry shortly") from exc
@@ -104,6 +133,16 @@ def connection() -> Iterator[psycopg.Connection]:
         logger.warning("database connection failed; it will be re-opened", exc_info=True)
         reset()
         raise Transient("the database is unavailable; retry shortly") from exc
+
+
+def _act_for(conn: psycopg.Connection, org_id: str) -> None:
+    """Set kb.org_id for the session when it changes (a worker serves one caller at a
+    time, so usually once per worker and tenant). A session setting, not SET LOCAL:
+    the connections are in autocommit mode. Behind RDS Proxy it pins the connection,
+    which costs nothing extra for a Lambda worker's single connection."""
+    if getattr(conn, "_kb_acting_for", None) != org_id:
+        conn.execute("SELECT set_config('kb.org_id', %s, false)", (org_id,))
+        conn._kb_acting_for = org_id
 
 
 @contextmanager

@@ -46,9 +46,8 @@ def ensure_vector_index(conn: psycopg.Connection, dim: int) -> None:
     if not isinstance(dim, int) or not 0 < dim <= limits.HNSW_MAX_DIMENSION:
         raise Invalid.field("embedding.model", f"dimension {dim} cannot be indexed with HNSW"
                                                f" (max {limits.HNSW_MAX_DIMENSION})")
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS chunks_embedding_{dim}_hnsw ON chunks"
-        f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}")
+    # The functions' role may not create indexes; this function, owned by the migrations' role, may.
+    conn.execute("SELECT kb_ensure_vector_index(%s)", (dim,))
 
 
 def get_visible(conn: psycopg.Connection, principal, kb_id: str, *, for_update: bool = False) -> Optional[dict]:

@@ -53,10 +53,29 @@ def handle_custom_resource(event: dict, context) -> None:
         if event.get("RequestType") in ("Create", "Update"):
             applied = migrate(database_conninfo())
             logger.info("migrations applied: %s", ", ".join(applied) or "none pending")
+            _set_app_password()
     except Exception as exc:  # noqa: BLE001 - reported to CloudFormation, which fails the deploy
         logger.exception("migration failed")
         status, reason = "FAILED", f"migration failed: {type(exc).__name__}: {exc}"[:900]
     _answer(event, context, status, reason, {"Applied": ",".join(applied) or "none"})
+
+
+def _set_app_password() -> None:
+    """On AWS the functions log in as kb_app through RDS Proxy with the password in
+    APP_DATABASE_SECRET_ARN; the role gets it here (again on every deploy: it may rotate)."""
+    import os
+
+    from psycopg import sql
+
+    from chalicelib.storage.db import _secret, database_conninfo
+
+    arn = os.environ.get("APP_DATABASE_SECRET_ARN")
+    if not arn:
+        return
+    password = _secret(arn)["password"]
+    with psycopg.connect(database_conninfo(), autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER ROLE kb_app WITH LOGIN PASSWORD {}").format(sql.Literal(password)))
+    logger.info("kb_app's password set from its secret")
 
 
 def _answer(event: dict, context, status: str, reason: str, data: dict) -> None:

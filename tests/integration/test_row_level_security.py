@@ -1,0 +1,110 @@
+"""Isolation in depth (migration 0008): connected as the functions' role, kb_app, a query
+that forgets its tenant condition still sees and changes nothing of another organisation."""
+import secrets
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+TABLES = ("users", "api_keys", "knowledge_bases", "documents", "chunks", "agents", "audit_log")
+
+
+@pytest.fixture
+def two_orgs(service_env):
+    from chalicelib.agents import service as agents
+    from chalicelib.auth import issue_key
+    from chalicelib.documents.entries import create_entry
+    from chalicelib.knowledge_bases import create_knowledge_base
+
+    made = {}
+    for org in ("a", "b"):
+        principal, _ = issue_key(f"rls-{org}-{secrets.token_hex(3)}", "owner")
+        kbs = {v: create_knowledge_base(principal, name=f"{org} {v}", description="", visibility=v)
+               for v in ("private", "org", "public")}
+        for kb in kbs.values():
+            create_entry(principal, kb["id"], title=f"{org} note", content=f"Secret of {org}: the pump code.",
+                         metadata={})
+        agents.create_agent(principal, name=f"{org} bot", description="", tools=[])
+        made[org] = (principal, kbs)
+    return made
+
+
+def _as_app(database_url: str, org_id) -> psycopg.Connection:
+    conn = psycopg.connect(urlunsplit(urlsplit(database_url)._replace(netloc="kb_app@")),
+                           autocommit=True, row_factory=dict_row)
+    if org_id is not None:
+        conn.execute("SELECT set_config('kb.org_id', %s, false)", (org_id,))
+    return conn
+
+
+def _orgs_of(conn, table: str) -> set[str]:
+    """The organisations whose rows an unscoped SELECT of the table returns."""
+    joins = {
+        "users": "SELECT org_id FROM users",
+        "api_keys": "SELECT u.org_id FROM api_keys k JOIN users u USING (id)",
+        "knowledge_bases": "SELECT org_id FROM knowledge_bases",
+        "documents": "SELECT kb.org_id FROM documents d JOIN knowledge_bases kb ON kb.id = d.kb_id",
+        "chunks": "SELECT kb.org_id FROM chunks c JOIN knowledge_bases kb ON kb.id = c.kb_id",
+        "agents": "SELECT org_id FROM agents",
+        "audit_log": "SELECT org_id FROM audit_log",
+    }
+    return {r["org_id"] for r in conn.execute(joins[table])}
+
+
+def test_an_unscoped_query_returns_no_foreign_rows(two_orgs, database_url):
+    (a, a_kbs), (b, b_kbs) = two_orgs["a"], two_orgs["b"]
+    with _as_app(database_url, a.org_id) as conn:
+        assert conn.execute("SELECT current_user AS u").fetchone()["u"] == "kb_app"
+        for table in ("users", "agents", "audit_log"):
+            assert _orgs_of(conn, table) == {a.org_id}, table
+        # knowledge bases, documents and chunks: its own, and other organisations' public ones only
+        visible = {r["id"] for r in conn.execute("SELECT id FROM knowledge_bases")}
+        assert {kb["id"] for kb in a_kbs.values()} <= visible
+        assert visible & {kb["id"] for kb in b_kbs.values()} == {b_kbs["public"]["id"]}
+        for table in ("documents", "chunks"):
+            foreign = {r["kb_id"] for r in conn.execute(f"SELECT kb_id FROM {table}")} - visible
+            assert foreign == set(), table
+        contents = " ".join(r["content"] for r in conn.execute("SELECT content FROM chunks"))
+        assert "Secret of a" in contents and contents.count("Secret of b") == 1  # b's public one
+        assert {r["user_id"] for r in conn.execute("SELECT user_id FROM api_keys")} == {a.user_id}
+
+
+def test_without_an_organisation_nothing_but_public_knowledge_is_visible(two_orgs, database_url):
+    with _as_app(database_url, None) as conn:
+        for table in ("users", "api_keys", "agents", "audit_log"):
+            assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0, table
+        assert {r["visibility"] for r in conn.execute("SELECT visibility FROM knowledge_bases")} == {"public"}
+
+
+def test_writes_to_another_organisation_are_refused_or_touch_nothing(two_orgs, database_url):
+    (a, _), (b, b_kbs) = two_orgs["a"], two_orgs["b"]
+    public = b_kbs["public"]["id"]
+    with _as_app(database_url, a.org_id) as conn:
+        assert conn.execute("UPDATE knowledge_bases SET name = 'mine' WHERE id = %s", (public,)).rowcount == 0
+        assert conn.execute("DELETE FROM chunks WHERE kb_id = %s", (public,)).rowcount == 0
+        assert conn.execute("DELETE FROM documents").rowcount > 0  # its own, only
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # new row violates row-level security
+            conn.execute("INSERT INTO documents (id, kb_id, s3_key, filename) VALUES ('doc_x', %s, 'k', 'f')",
+                         (public,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO agents (id, org_id, owner_id, name) VALUES ('agent_x', %s, %s, 'x')",
+                         (b.org_id, b.user_id))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no DDL either
+            conn.execute("DROP TABLE audit_log")
+    with _as_app(database_url, b.org_id) as conn:
+        names = {r["name"] for r in conn.execute("SELECT name FROM knowledge_bases WHERE org_id = %s", (b.org_id,))}
+        assert "mine" not in names
+        b_ids = [kb["id"] for kb in b_kbs.values()]
+        assert conn.execute("SELECT count(*) AS n FROM documents WHERE kb_id = ANY(%s)",
+                            (b_ids,)).fetchone()["n"] == 3  # b's untouched
+
+
+def test_the_functions_role_is_not_privileged(migrated, database_url):
+    with _as_app(database_url, "*") as conn:
+        role = conn.execute("SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles"
+                            " WHERE rolname = current_user").fetchone()
+        assert role == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "rolcreatedb": False}
+        owners = {r["tableowner"] for r in conn.execute(
+            "SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")}
+        assert "kb_app" not in owners
