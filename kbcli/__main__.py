@@ -1,0 +1,3 @@
+from kbcli.main import main
+
+main()

@@ -1,0 +1,118 @@
+"""kb docs and kb search against the running stack: a folder uploaded with one command."""
+import json
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def by_file(results: list[dict]) -> dict[str, dict]:
+    return {r["filename"]: r for r in results}
+
+
+def test_folder_upload_waits_and_reports_each_file(uploaded):
+    done, results = uploaded
+    assert done.returncode == 1, "a failed file makes the command fail"
+    files = by_file(results)
+    # Subfolders walked, hidden files skipped, --exclude honoured.
+    assert set(files) == {"crazyones.pdf", "pypdf-extract-text.md", "par-known-paragraphs.docx",
+                          "two-different-pages.pdf", "broken.pdf", "picture.xyz"}
+    for name in ("crazyones.pdf", "pypdf-extract-text.md", "par-known-paragraphs.docx", "two-different-pages.pdf"):
+        assert files[name]["status"] == "PROCESSED", files[name]
+        assert files[name]["id"].startswith("doc_") and files[name]["chunks"] > 0 and files[name]["error"] is None
+    assert files["two-different-pages.pdf"]["pages"] == 2
+    # Unreadable after upload: the pipeline's code; refused up front: the API's code, no document.
+    assert files["broken.pdf"]["status"] == "FAILED" and files["broken.pdf"]["error"]["code"] == "CORRUPT_FILE"
+    assert files["picture.xyz"]["status"] == "FAILED" and files["picture.xyz"]["id"] is None
+    assert files["picture.xyz"]["error"]["code"] == "UNSUPPORTED_TYPE"
+
+
+def test_upload_table_names_failures_and_exits_1(cli, kb, uploaded, upload_folder):
+    done = cli.run("docs", "upload", str(upload_folder / "broken.pdf"), str(upload_folder / "crazyones.pdf"),
+                   "--kb", kb, "--wait", "--metadata", '{"team": "cli"}', expect=1)
+    assert "CORRUPT_FILE" in done.stdout and "PROCESSED" in done.stdout
+    assert "1 failed, 1 processed" in done.stdout
+
+
+def test_upload_of_globs_without_wait(cli, upload_folder, tmp_path):
+    other = cli.json("kbs", "create", "CLI globs")["id"]
+    try:
+        # The API names a document by its file name: a second file of the same name is refused.
+        for folder in ("a", "b"):
+            (tmp_path / folder).mkdir()
+            (tmp_path / folder / "same.md").write_text(f"# Folder {folder}\n\nSame name, other text.")
+        done = cli.run("docs", "upload", str(tmp_path / "a"), str(tmp_path / "b"), "--kb", other, "--json",
+                       expect=1)
+        first, second = json.loads(done.stdout)
+        assert first["path"].endswith("a/same.md") and first["error"] is None and first["id"]
+        assert second["error"]["code"] == "DUPLICATE_FILENAME" and second["id"] is None
+
+        results = cli.json("docs", "upload", str(upload_folder / "**" / "*.pdf"), "--kb", other,
+                           "--exclude", "broken.pdf")
+        assert sorted(r["filename"] for r in results) == ["crazyones.pdf", "two-different-pages.pdf"]
+        assert all(r["status"] in ("PENDING", "PROCESSING", "PROCESSED") and r["error"] is None for r in results)
+        listed = cli.json("docs", "list", "--kb", other)["items"]
+        assert sorted(d["id"] for d in listed) == sorted([first["id"], *(r["id"] for r in results)])
+    finally:
+        cli.run("kbs", "delete", other, "--yes")
+
+
+def test_upload_of_nothing_is_a_usage_error(cli, kb, upload_folder):
+    cli.error("docs", "upload", str(upload_folder / "absent.pdf"), "--kb", kb, code="NO_FILES", expect=2)
+    cli.error("docs", "upload", str(upload_folder), "--kb", kb, "--include", "*.nothing", code="NO_FILES",
+              expect=2)
+
+
+def test_documents_list_status_and_delete(cli, kb, uploaded):
+    failed = cli.json("docs", "list", "--kb", kb, "--status", "FAILED")["items"]
+    assert [d["filename"] for d in failed] == ["broken.pdf"]
+    doc = cli.json("docs", "status", failed[0]["id"], "--kb", kb)
+    assert doc["error"]["code"] == "CORRUPT_FILE" and doc["metadata"] == {"team": "cli"}
+    shown = cli.run("docs", "status", failed[0]["id"], "--kb", kb).stdout
+    assert "CORRUPT_FILE" in shown and "broken.pdf" in shown
+
+    cli.error("docs", "delete", failed[0]["id"], "--kb", kb, code="CONFIRMATION_REQUIRED", expect=2)
+    assert cli.json("docs", "status", failed[0]["id"], "--kb", kb)["id"] == failed[0]["id"]
+    assert cli.json("docs", "delete", failed[0]["id"], "--kb", kb, "--yes") == {"id": failed[0]["id"],
+                                                                             "deleted": True}
+    cli.error("docs", "status", failed[0]["id"], "--kb", kb, code="NOT_FOUND")
+
+
+def test_reindex_and_sync(cli, kb, uploaded):
+    doc = next(d for d in cli.json("docs", "list", "--kb", kb)["items"] if d["filename"] == "crazyones.pdf")
+    again = cli.json("docs", "reindex", doc["id"], "--kb", kb)
+    assert again["id"] == doc["id"] and again["status"] in ("PENDING", "PROCESSING", "PROCESSED")
+    report = cli.json("sync", "--kb", kb)
+    assert set(report) >= {"added", "changed", "removed", "unchanged", "failed"}
+    assert report["added"] == 0 and report["removed"] == 0
+
+
+def test_search_returns_the_uploaded_content(cli, kb, uploaded):
+    answer = cli.json("search", "the crazy ones, the misfits, the rebels", "--kb", kb, "--top-k", "3")
+    assert answer["results"][0]["source"] == "crazyones.pdf"
+    assert len(answer["results"]) <= 3 and answer["metadata"]["strategy"] == "hybrid"
+
+    keyword = cli.json("search", "troublemakers", "--kb", kb, "--strategy", "keyword", "--top-k", "1",
+                       "--filter", '{"equals": {"key": "team", "value": "cli"}}')
+    assert [r["source"] for r in keyword["results"]] == ["crazyones.pdf"]
+    assert keyword["metadata"]["strategy"] == "keyword"
+    nothing = cli.json("search", "troublemakers", "--kb", kb, "--filter",
+                       '{"equals": {"key": "team", "value": "someone else"}}')
+    assert nothing["results"] == []
+
+    table = cli.run("search", "the crazy ones", "--kb", kb, "--top-k", "2").stdout
+    assert "crazyones.pdf p.1" in table and "Crazy Ones" in table
+
+
+def test_search_errors_carry_the_api_code(cli, kb):
+    error = cli.error("search", "x", "--kb", kb, "--filter", '{"between": {"key": "a"}}', code="INVALID_FILTER")
+    assert "filter.between" in error["message"]
+    cli.error("search", "x", "--kb", kb, "--filter", "{not json", code="INVALID_OPTION", expect=2)
+
+
+def test_entries_are_searchable_at_once(cli, kb):
+    entry = cli.json("entries", "add", "--kb", kb, "--title", "Orchard pollination",
+                     stdin="Mason bees pollinate the quince orchard every April.")
+    assert entry["id"].startswith("entry_") and entry["chunks"] == 1
+    hit = cli.json("search", "mason bees quince", "--kb", kb, "--strategy", "keyword")
+    assert hit["results"][0]["documentId"] == entry["id"]
