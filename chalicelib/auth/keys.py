@@ -75,13 +75,8 @@ def authenticate(key) -> Optional[Principal]:
 
 
 def _find_principal(key: str) -> Optional[dict]:
-    # The key names the organisation, so the lookup cannot wait for it.
-    with acting_for(EVERY_ORGANISATION), connection() as conn:
-        row = tenants.find_principal(conn, hash_key(key))
-        if row is not None and row["stale"]:
-            # last_used_at is written at most once a minute per key, not on every request.
-            tenants.touch_api_key(conn, row["key_id"])
-        return row
+    with connection() as conn:
+        return tenants.find_principal(conn, hash_key(key))
 
 
 def list_keys(principal: Principal, *, whole_organization: bool) -> list[dict]:

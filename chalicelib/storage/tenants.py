@@ -49,18 +49,10 @@ def _key(conn: psycopg.Connection, key_id: str) -> dict:
 
 
 def find_principal(conn: psycopg.Connection, key_hash: str) -> Optional[dict]:
-    """The user a live key names (not revoked, not expired)."""
-    return conn.execute(
-        "SELECT u.id AS user_id, u.org_id, u.role, k.id AS key_id, k.rate_per_second,"
-        "       (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute') AS stale"
-        " FROM api_keys k JOIN users u ON u.id = k.user_id"
-        " WHERE k.key_hash = %s AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())",
-        (key_hash,),
-    ).fetchone()
-
-
-def touch_api_key(conn: psycopg.Connection, key_id: str) -> None:
-    conn.execute("UPDATE api_keys SET last_used_at = now() WHERE id = %s", (key_id,))
+    """The user a live key names (not revoked, not expired), whatever organisation the
+    connection acts for (migration 0009); it also notes the key's use, once a minute."""
+    return conn.execute("SELECT user_id, org_id, role, key_id, rate_per_second FROM kb_principal(%s)",
+                        (key_hash,)).fetchone()
 
 
 def user_keys(conn: psycopg.Connection, user_id: str) -> list[dict]:

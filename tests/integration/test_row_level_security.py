@@ -108,3 +108,16 @@ def test_the_functions_role_is_not_privileged(migrated, database_url):
         owners = {r["tableowner"] for r in conn.execute(
             "SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")}
         assert "kb_app" not in owners
+
+
+def test_a_key_is_looked_up_before_the_organisation_is_known_and_only_that_key(service_env, database_url):
+    from chalicelib.auth import issue_key
+    from chalicelib.auth.keys import hash_key
+
+    principal, key = issue_key(f"rls-key-{secrets.token_hex(3)}", "kim")
+    with _as_app(database_url, None) as conn:  # acting for no organisation
+        found = conn.execute("SELECT * FROM kb_principal(%s)", (hash_key(key),)).fetchall()
+        assert [(r["user_id"], r["org_id"], r["key_id"]) for r in found] == [
+            (principal.user_id, principal.org_id, principal.key_id)]
+        assert conn.execute("SELECT * FROM kb_principal(%s)", (hash_key(key + "x"),)).fetchall() == []
+        assert conn.execute("SELECT count(*) AS n FROM api_keys").fetchone()["n"] == 0  # the table stays shut
