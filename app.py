@@ -4,7 +4,7 @@ import logging
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
-from chalicelib.api import agents, documents, edge, health, keys, knowledge_bases, search
+from chalicelib.api import agents, documents, edge, health, keys, knowledge_bases, mcp, search
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.documents import reconcile, trigger
 from chalicelib.ingestion import steps
@@ -23,6 +23,7 @@ app.register_blueprint(search)
 app.register_blueprint(agents)
 app.register_blueprint(health)
 app.register_blueprint(keys)
+app.register_blueprint(mcp)
 edge.install(app)  # after the blueprints: it reads their routes
 
 

@@ -11,8 +11,8 @@
    migrations becomes MigrationsVersion's default, so a deploy with new migrations runs them.
 3. Layers, from the packages installed in the project's virtualenv (Linux x86_64 wheels,
    the same platform as Lambda's python3.11): `base` (what every function imports),
-   `documents` (PDF and DOCX readers, for Extract) and `model` (onnxruntime and the ONNX
-   model). boto3/botocore come with Lambda's runtime and chalice's runtime with the code.
+   `documents` (PDF and DOCX readers, for Extract), `model` (onnxruntime and the ONNX
+   model) and `mcp` (the MCP SDK, for the API function's /agents/{agentId}/mcp). boto3/botocore come with Lambda's runtime and chalice's runtime with the code.
 4. Each function's unzipped size with its layers is printed and checked against Lambda's
    250 MB limit.
 """
@@ -45,6 +45,7 @@ LAYERS = {
              "openai", "tokenizers", "numpy"],
     "documents": ["pypdf", "python-docx"],
     "model": ["onnxruntime"],
+    "mcp": ["mcp"],  # the MCP server's SDK: the API function only
 }
 # Provided by the Lambda runtime (boto3) or bundled with the code by Chalice.
 PROVIDED = {"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six", "chalice"}
@@ -187,7 +188,7 @@ def _layer_names(function: dict) -> list[str]:
     return [ref["Ref"] for ref in layers or []]
 
 
-LAYER_FILES = {"BaseLayer": "base", "DocumentsLayer": "documents", "ModelLayer": "model"}
+LAYER_FILES = {"BaseLayer": "base", "DocumentsLayer": "documents", "ModelLayer": "model", "McpLayer": "mcp"}
 
 
 def report_sizes(template: dict, out: Path, layer_sizes: dict[str, int]) -> bool:

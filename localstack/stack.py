@@ -32,7 +32,7 @@ STACK = "kb-service"
 LOCAL_CORS_ORIGINS = "http://localhost:3000,http://127.0.0.1:3000"
 LOCAL_DIST = ROOT / "build" / "local"  # the template and code zip for the emulator (no layers)
 REGION = "us-east-1"
-DEMO_ORG, DEMO_USER, DEMO_KB = "demo-org", "demo-user", "Demo knowledge base"
+DEMO_ORG, DEMO_USER, DEMO_KB, DEMO_AGENT = "demo-org", "demo-user", "Demo knowledge base", "Demo agent"
 SAMPLE = ROOT / "samples" / "getting-started.md"
 SAMPLE_QUERY = "How do I make a file searchable?"
 
@@ -129,13 +129,25 @@ def demo_key(database_url: str) -> str:
     return issue_key(DEMO_ORG, DEMO_USER)[1]
 
 
-def run_demo(api_url: str, key: str) -> None:
-    import boto3
-
+def demo_agent(api_url: str, key: str) -> tuple[dict, dict]:
+    """(the demo knowledge base, the demo agent that links it as a tool): the MCP URL in
+    .kb/local.env serves that agent's tools."""
     kbs = api("GET", f"{api_url}/knowledge-bases?limit=100", key)["data"]["items"]
     kb = next((k for k in kbs if k["name"] == DEMO_KB), None) or api(
         "POST", f"{api_url}/knowledge-bases", key,
         {"name": DEMO_KB, "description": "Ships with the repository"})["data"]
+    agents = api("GET", f"{api_url}/agents", key)["data"]["items"]
+    agent = next((a for a in agents if a["name"] == DEMO_AGENT), None) or api(
+        "POST", f"{api_url}/agents", key, {"name": DEMO_AGENT, "description": "Answers from the demo knowledge base"})["data"]
+    if not any(t.get("config", {}).get("knowledgeBaseId") == kb["id"] for t in agent["availableTools"]):
+        api("POST", f"{api_url}/agents/{agent['id']}/knowledge-base-tools", key,
+            {"quickAdd": True, "knowledgeBaseId": kb["id"]})
+    return kb, agent
+
+
+def run_demo(api_url: str, key: str, kb: dict) -> None:
+    import boto3
+
     docs_url = f"{api_url}/knowledge-bases/{kb['id']}/documents"
     docs = api("GET", docs_url, key)["data"]["items"]
     if not any(d["filename"] == SAMPLE.name and d["status"] == "PROCESSED" for d in docs):
@@ -201,9 +213,13 @@ def up(with_demo: bool) -> None:
                     "KB_SEARCH_FUNCTION": outputs["SearchFunctionName"],
                     "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
                     "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK})
+    kb, agent = demo_agent(api_url, key)
+    mcp_url = f"{api_url}/agents/{agent['id']}/mcp"
+    write_env_file({**read_env_file(), "KB_MCP_URL": mcp_url})
     if with_demo:
-        run_demo(api_url, key)
-    print(f"\nKB_API_URL={api_url}\nKB_API_KEY={key}\n(written to {ENV_FILE})")
+        run_demo(api_url, key, kb)
+    print(f"\nKB_API_URL={api_url}\nKB_API_KEY={key}\nKB_MCP_URL={mcp_url}  (the demo agent's tools over MCP)"
+          f"\n(written to {ENV_FILE})")
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from chalicelib.api.documents import blueprint as documents
 from chalicelib.api.health import blueprint as health
 from chalicelib.api.keys import blueprint as keys
 from chalicelib.api.knowledge_bases import blueprint as knowledge_bases
+from chalicelib.api.mcp import blueprint as mcp
 from chalicelib.api.search import blueprint as search
 
-__all__ = ["agents", "documents", "health", "keys", "knowledge_bases", "search"]
+__all__ = ["agents", "documents", "health", "keys", "knowledge_bases", "mcp", "search"]

@@ -144,10 +144,11 @@ def test_packaging_is_reproducible(tmp_path):
 
 
 def test_the_layers_hold_everything_a_function_imports(dist, tmp_path):
-    """The code zip and its layers alone (no virtualenv; boto3 as Lambda's runtime gives
-    it) import the app, count tokens and embed a query with the ONNX model."""
+    """The code zip and the API function's layers alone (no virtualenv; boto3 as Lambda's
+    runtime gives it) import the app and the MCP server, count tokens and embed a query
+    with the ONNX model."""
     opt = tmp_path / "opt"
-    for layer in ("base", "model"):
+    for layer in ("base", "model", "mcp"):
         zipfile.ZipFile(dist / "layers" / f"{layer}.zip").extractall(opt)
     zipfile.ZipFile(dist / "deployment.zip").extractall(tmp_path / "task")
     runtime = tmp_path / "runtime"  # what the python3.11 Lambda runtime provides
@@ -159,6 +160,7 @@ def test_the_layers_hold_everything_a_function_imports(dist, tmp_path):
     script = (
         "import sys; sys.path[:0] = [%r, %r, %r]\n"
         "import app\n"
+        "from chalicelib.api import mcp_server\n"
         "from chalicelib.embeddings import get_provider\n"
         "from chalicelib.embeddings.tokens import count_tokens\n"
         "vector = get_provider('local').embed_query('how do I reset the pump?')\n"

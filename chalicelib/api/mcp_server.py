@@ -1,0 +1,83 @@
+"""The SDK side of /agents/{agentId}/mcp (api/mcp.py): an agent's MCP server and one
+HTTP request through the SDK's stateless streamable-HTTP handler. Imported only when an
+MCP request comes: the SDK ships in a layer of its own, on the API function alone."""
+import asyncio
+import json
+
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from chalicelib.agents import invoke_tool, service
+from chalicelib.api.views import tool_result_view
+from chalicelib.auth import Principal
+from chalicelib.errors import ServiceError
+
+SERVER_NAME = "kb-service"
+
+
+def agent_server(principal: Principal, agent_id: str) -> Server:
+    """The MCP server of one agent, as the caller sees it."""
+    server = Server(SERVER_NAME, instructions="Search the knowledge bases this agent links.")
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [types.Tool(name=t["name"], description=t["description"], inputSchema=t["inputSchema"])
+                for t in service.tool_definitions(principal, agent_id, "mcp")["tools"]]
+
+    @server.call_tool()
+    async def call_tool(name: str, arguments: dict) -> types.CallToolResult:
+        tool = next((t for t in service.list_tools(principal, agent_id) if t["name"] == name), None)
+        if tool is None:
+            return _error_result(f"the agent has no tool named {name}")
+        try:
+            result = tool_result_view(invoke_tool(principal, agent_id, tool["id"], arguments))
+        except ServiceError as err:
+            return _error_result(f"{err.code}: {err.message}")
+        # A deleted knowledge base answers seed 000's soft result, for the model to read.
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(result))],
+                                    isError=result.get("success") is False)
+
+    return server
+
+
+def _error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
+
+
+
+def serve(principal: Principal, agent_id: str, request) -> tuple[int, dict, str]:
+    status, headers, body = asyncio.run(_serve(agent_server(principal, agent_id), request))
+    # API Gateway sets the length of what it sends on
+    return status, {k: v for k, v in headers.items() if k.lower() != "content-length"}, body.decode("utf-8")
+
+
+async def _serve(server: Server, request) -> tuple[int, dict, bytes]:
+    """One HTTP request through the SDK's stateless streamable-HTTP handler (ASGI)."""
+    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
+        "scheme": "https", "path": request.context.get("path", "/mcp"), "raw_path": b"", "root_path": "",
+        "query_string": b"", "server": ("kb-service", 443), "client": ("127.0.0.1", 0),
+        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()],
+    }
+    body, sent = request.raw_body or b"", False
+    answer = {"status": 500, "headers": {}, "body": b""}
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            await asyncio.sleep(3600)  # no disconnect to report: the request ends with the answer
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = {k.decode("latin-1"): v.decode("latin-1") for k, v in message.get("headers", [])}
+        elif message["type"] == "http.response.body":
+            answer["body"] += message.get("body", b"")
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    return answer["status"], answer["headers"], answer["body"]
