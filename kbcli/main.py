@@ -49,6 +49,14 @@ def health(session: Session):
     session.emit(data, render)
 
 
+@command(app, "mcp")
+def mcp(session: Session, agent: tools.AgentOption):
+    """Serve the agent's tools over MCP on stdin/stdout, for desktop clients (see the README)."""
+    from kbcli import mcp_stdio  # the SDK loads only for this command
+
+    mcp_stdio.serve(session.client(), agent)
+
+
 def main() -> None:
     app(prog_name="kb")
 

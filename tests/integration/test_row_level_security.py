@@ -53,7 +53,7 @@ def _orgs_of(conn, table: str) -> set[str]:
 
 
 def test_an_unscoped_query_returns_no_foreign_rows(two_orgs, database_url):
-    (a, a_kbs), (b, b_kbs) = two_orgs["a"], two_orgs["b"]
+    (a, a_kbs), (_, b_kbs) = two_orgs["a"], two_orgs["b"]
     with _as_app(database_url, a.org_id) as conn:
         assert conn.execute("SELECT current_user AS u").fetchone()["u"] == "kb_app"
         for table in ("users", "agents", "audit_log"):
