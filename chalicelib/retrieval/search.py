@@ -26,7 +26,7 @@ from chalicelib.retrieval import metrics, policy
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
 from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult
-from chalicelib.storage import chunks, connection, knowledge_bases, snapshot
+from chalicelib.storage import acting_for, chunks, connection, knowledge_bases, snapshot
 
 RRF_K = 60
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -79,7 +79,10 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             raise Unavailable(f"the knowledge base's embedding provider is not available: {err.message}") from None
         vector, hit = cached_embedding(provider.name, model, request.query, provider.embed_query)
     text_query = policy.text_query(request.query) if request.strategy in ("keyword", "hybrid") else None
-    with snapshot() as conn:  # both lists from the same data, even while a document is replaced
+    # Both lists from the same data, even while a document is replaced; acting for the
+    # caller's organisation also in-process (tests, benchmarks), as keyword search reads
+    # chunks_visible, which shows only what that organisation may read.
+    with acting_for(principal.org_id), snapshot() as conn:
         if vector is not None:
             semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
                                               top_k=pool, ef_search=policy.ef_search_for(pool),

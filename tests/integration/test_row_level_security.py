@@ -62,7 +62,7 @@ def test_an_unscoped_query_returns_no_foreign_rows(two_orgs, database_url):
         visible = {r["id"] for r in conn.execute("SELECT id FROM knowledge_bases")}
         assert {kb["id"] for kb in a_kbs.values()} <= visible
         assert visible & {kb["id"] for kb in b_kbs.values()} == {b_kbs["public"]["id"]}
-        for table in ("documents", "chunks"):
+        for table in ("documents", "chunks", "chunks_visible"):  # the view keyword search reads
             foreign = {r["kb_id"] for r in conn.execute(f"SELECT kb_id FROM {table}")} - visible
             assert foreign == set(), table
         contents = " ".join(r["content"] for r in conn.execute("SELECT content FROM chunks"))
@@ -75,6 +75,8 @@ def test_without_an_organisation_nothing_but_public_knowledge_is_visible(two_org
         for table in ("users", "api_keys", "agents", "audit_log"):
             assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0, table
         assert {r["visibility"] for r in conn.execute("SELECT visibility FROM knowledge_bases")} == {"public"}
+        public = {r["id"] for r in conn.execute("SELECT id FROM knowledge_bases")}
+        assert {r["kb_id"] for r in conn.execute("SELECT kb_id FROM chunks_visible")} <= public
 
 
 def test_writes_to_another_organisation_are_refused_or_touch_nothing(two_orgs, database_url):
