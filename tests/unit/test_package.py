@@ -94,7 +94,7 @@ def test_each_function_has_a_role_of_its_own_kind(template):
 
 def test_no_artifact_carries_pytorch_and_the_model_layer_carries_the_onnx_model(dist):
     zips = [dist / "deployment.zip", *sorted((dist / "layers").glob("*.zip"))]
-    assert {z.stem for z in zips} == {"deployment", "base", "documents", "model"}
+    assert {z.stem for z in zips} == {"deployment", "base", "documents", "model", "mcp"}
     for path in zips:
         names = zipfile.ZipFile(path).namelist()
         assert not [n for n in names if n.startswith(tuple("python/" + p for p in PYTORCH_PATHS))
@@ -103,6 +103,9 @@ def test_no_artifact_carries_pytorch_and_the_model_layer_carries_the_onnx_model(
     assert "model/all-MiniLM-L6-v2/model.onnx" in model
     assert any(n.startswith("python/onnxruntime/") for n in model)
     assert "model/all-MiniLM-L6-v2/tokenizer.json" in zipfile.ZipFile(dist / "layers" / "base.zip").namelist()
+    mcp = zipfile.ZipFile(dist / "layers" / "mcp.zip").namelist()
+    assert any(n.startswith("python/mcp/server/") for n in mcp)
+    assert not any(n.startswith(("python/pydantic/", "python/openai/")) for n in mcp)  # in base already
 
 
 def test_every_function_fits_lambdas_unzipped_limit(dist, template, capsys):
