@@ -6,6 +6,7 @@ import math
 import os
 import statistics
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -104,6 +105,31 @@ def as_the_functions(principal):
     finally:
         os.environ["DATABASE_URL"] = owner
         db.reset()
+
+
+@contextmanager
+def two_logins(principal):
+    """(switch, names): searches in-process on either of two open connections, the owner's
+    (which row-level security does not limit) and kb_app's (which it does), both acting for
+    the principal's organisation; switch(name) makes the service use that one next."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from chalicelib.storage import acting_for, db
+
+    owner_url = os.environ["DATABASE_URL"]
+    conns = {"owner": db.open_connection(owner_url),
+             "kb_app": db.open_connection(urlunsplit(urlsplit(owner_url)._replace(netloc="kb_app@")))}
+
+    def switch(name: str) -> None:  # the service's one cached connection, swapped (not closed)
+        db._conn, db._last_used = conns[name], time.monotonic()
+
+    try:
+        with acting_for(principal.org_id):
+            yield switch
+    finally:
+        db._conn = None
+        for conn in conns.values():
+            conn.close()
 
 
 def drop_database() -> None:

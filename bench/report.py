@@ -199,6 +199,18 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         build = f"{row['indexBuildSeconds']:.1f}" if int(size) > ours["chunks"] else "- (built as ingested)"
         cells = " | ".join(f"{row['hnsw'][ef]['recall@10']:.3f} ({row['hnsw'][ef]['p50']:.1f} ms)" for ef in efs)
         lines.append(f"| {int(size):,} | {cells} | {build} |")
+    if all("isolation" in row for row in ours["latency"].values()):
+        lines += ["", "What row-level security costs a search (cache misses): each query as the tables' owner, "
+                      "which the policies do not limit, and as `kb_app`, the functions' login, which they do; the "
+                      "pair's order alternates query by query. Keyword search reads `chunks_visible` (migration "
+                      "0010), which keeps its GIN index; before it, a selective query at a million chunks took "
+                      "957 ms as kb_app against 61 ms as the owner.", "",
+                  "| chunks | strategy | owner p50 ms | owner p95 ms | kb_app p50 ms | kb_app p95 ms | kb_app / owner p50 |",
+                  "|---|---|---|---|---|---|---|"]
+        for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0])):
+            for strategy, r in row["isolation"].items():
+                lines.append(f"| {int(size):,} | {strategy} | {r['owner']['p50']:.1f} | {r['owner']['p95']:.1f} | "
+                             f"{r['kbApp']['p50']:.1f} | {r['kbApp']['p95']:.1f} | {r['ratioP50']:.2f} |")
     lines += ["", "The synthetic chunks are noisy copies of 2,101 real vectors (about 475 per abstract at a million), "
                   "so a question's nearest chunks form a dense cluster of almost equal distances: the hardest case "
                   "for HNSW, and an exact top 10 that a slightly different neighbour set misses by id. Real corpora "
@@ -279,8 +291,13 @@ def figures_json(ours: dict, peer: dict) -> dict:
     quality = [{"method": f"ours: {name}", "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"]}
                for name, q in ours["quality"].items()]
     quality += [{"method": name, "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"]} for name, q in peer.items()]
+    isolation = [{"chunks": int(size), "strategy": strategy, "ownerP50Ms": r["owner"]["p50"],
+                  "ownerP95Ms": r["owner"]["p95"], "kbAppP50Ms": r["kbApp"]["p50"], "kbAppP95Ms": r["kbApp"]["p95"],
+                  "ratioP50": r["ratioP50"]}
+                 for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0]))
+                 for strategy, r in row.get("isolation", {}).items()]
     return {"search": search, "hnswRecall": hnsw, "quality": quality, "fusion": ours.get("fusion", []),
-            "minScore": ours.get("minScore", []),
+            "minScore": ours.get("minScore", []), "isolation": isolation,
             "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", [])}
 
 

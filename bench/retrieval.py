@@ -25,7 +25,7 @@ import re
 import statistics
 import time
 
-from common import (as_the_functions, corpus, dedupe, drop_database, embed_corpus, fresh_database, percentile, quality,
+from common import (as_the_functions, corpus, two_logins, dedupe, drop_database, embed_corpus, fresh_database, percentile, quality,
                     queries_and_qrels, save_results)
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
@@ -247,6 +247,32 @@ def service_latency(principal, kb, sample, runs: int) -> dict:
     return out
 
 
+def isolation_cost(principal, kb, sample) -> dict:
+    """What row-level security costs a search: keyword and semantic (cache misses), each
+    query as the owner (not limited by the policies) and as kb_app (limited, as the deployed
+    functions are), the pair's order alternating query by query so load hits both alike.
+    {strategy: {owner: {p50, p95}, kbApp: {p50, p95}, ratioP50}}."""
+    from chalicelib.kv import redis_client
+    from chalicelib.retrieval import SearchRequest, search
+
+    client, out = redis_client(), {}
+    with two_logins(principal) as switch:
+        for strategy in ("semantic", "keyword"):
+            times = {"owner": [], "kb_app": []}
+            for i, q in enumerate([sample[0]] + list(sample)):  # the first pair warms both up
+                request = SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=10, strategy=strategy)
+                for login in (("owner", "kb_app") if i % 2 else ("kb_app", "owner")):
+                    switch(login)
+                    client.flushdb()
+                    started = time.perf_counter()
+                    search(principal, request)
+                    if i:
+                        times[login].append((time.perf_counter() - started) * 1000)
+            owner, app = ({"p50": percentile(times[k], 50), "p95": percentile(times[k], 95)} for k in ("owner", "kb_app"))
+            out[strategy] = {"owner": owner, "kbApp": app, "ratioP50": app["p50"] / owner["p50"]}
+    return out
+
+
 def api_latency(kb, key: str, sample) -> dict:
     import api
 
@@ -279,6 +305,9 @@ def print_size(size: int, row: dict) -> None:
     print(f"{size:8d} HNSW recall@10 vs exact scan by ef_search: {sweep}")
     print(f"{size:8d} semantic cache hit p50 is x{miss / hit:.1f} faster than a miss; "
           f"indexes built in {row['indexBuildSeconds']:.1f} s")
+    for strategy, r in row.get("isolation", {}).items():
+        print(f"{size:8d} {strategy} as kb_app (row-level security) against the owner: p50 {r['kbApp']['p50']:.1f}"
+              f" vs {r['owner']['p50']:.1f} ms, x{r['ratioP50']:.2f}")
 
 
 def main() -> dict:
@@ -331,6 +360,7 @@ def main() -> dict:
         row = results["latency"][str(size)] = {"indexBuildSeconds": grow_to(kb, flat, size, rng)}
         row["hnsw"] = hnsw_sweep(kb, probe_vectors)
         row["service"] = service_latency(principal, kb, sample, 1 if args.quick else args.runs)
+        row["isolation"] = isolation_cost(principal, kb, sample)
         row["api"] = api_latency(kb, key, sample)
         print_size(size, row)
     save_results("retrieval", args.quick, results)

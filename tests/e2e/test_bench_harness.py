@@ -34,10 +34,13 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
         assert re.search(rf"^\| {texts}[^|]*, \d+ \| \d+\.\d \|", report, re.M), texts  # ONNX texts/s
     assert re.search(r"^\| score \| 0\.6 \| 0\.\d{4} \| 0\.\d{4} \| the service", report, re.M)  # the fusion table
     assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
+    for strategy in ("semantic", "keyword"):  # row-level security's cost, at each size
+        assert len(re.findall(rf"^\| [\d,]+ \| {strategy} \|( \d+\.\d \|){{4}} \d+\.\d\d \|$", report, re.M)) == 3
     figures = json.loads((RESULTS / "benchmarks.json").read_text())
     assert {"chunks", "strategy", "cache", "p50Ms", "p95Ms", "p99Ms", "apiP50Ms", "apiP95Ms"} <= set(figures["search"][0])
     assert sum(row["service"] for row in figures["hnswRecall"]) == 3  # the service's ef_search, at each size
     assert {"ours: hybrid", "BM25 (rank_bm25)"} <= {row["method"] for row in figures["quality"]}
+    assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
         assert (RESULTS / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
