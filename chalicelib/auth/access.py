@@ -10,23 +10,19 @@ is a 404. What it can see but may not change is a 403 FORBIDDEN, decided here.
 A knowledge base's settings (name, description, visibility) and its deletion belong to
 its owner and the organisation's admins; an agent belongs to its owner and the admins.
 """
-from chalicelib.auth.keys import Principal
+from chalicelib.auth.principal import Principal
 from chalicelib.errors import Forbidden, NotFound
 from chalicelib.storage import knowledge_bases
 
 
-def _forbidden(what: str) -> Forbidden:
-    return Forbidden(what)
-
-
 def require_writer(principal: Principal, action: str) -> None:
     if principal.role == "viewer":
-        raise _forbidden(f"a viewer cannot {action}; an admin can make you an editor")
+        raise Forbidden(f"a viewer cannot {action}; an admin can make you an editor")
 
 
 def require_admin(principal: Principal, action: str) -> None:
     if not principal.is_admin:
-        raise _forbidden(f"only an admin of the organisation can {action}")
+        raise Forbidden(f"only an admin of the organisation can {action}")
 
 
 def may_write_kb(principal: Principal, kb: dict) -> bool:
@@ -55,13 +51,13 @@ def kb_to_write(conn, principal: Principal, kb_id: str, action: str) -> dict:
     if not may_write_kb(principal, kb):
         require_writer(principal, action)
         # Visible, not private to someone else, not ours to write: another organisation's public one.
-        raise _forbidden(f"knowledge base {kb_id} is another organisation's; you may search it, not {action}")
+        raise Forbidden(f"knowledge base {kb_id} is another organisation's; you may search it, not {action}")
     return kb
 
 
 def kb_to_manage(conn, principal: Principal, kb_id: str, action: str, *, for_update: bool = False) -> dict:
     kb = kb_to_read(conn, principal, kb_id)
     if not may_manage_kb(principal, kb):
-        raise _forbidden(f"only the owner of knowledge base {kb_id} or an admin of its organisation can {action}")
+        raise Forbidden(f"only the owner of knowledge base {kb_id} or an admin of its organisation can {action}")
     # Locked only now: the database lets no one lock another organisation's rows.
     return knowledge_bases.get_visible(conn, principal, kb_id, for_update=True) if for_update else kb

@@ -6,25 +6,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Optional
 
+from chalicelib.auth.access import require_admin
+from chalicelib.auth.principal import Principal
 from chalicelib.errors import NotFound, Transient
 from chalicelib.storage import EVERY_ORGANISATION, acting_for, audit, connection, tenants
 
 KEY_PREFIX = "kbk_"
-ROLES = ("admin", "editor", "viewer")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: a user in an organisation, with a role there, through a key."""
-    user_id: str
-    org_id: str
-    role: str = "viewer"
-    key_id: Optional[str] = None
-    rate_per_second: Optional[int] = None
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
 
 
 @dataclass(frozen=True)
@@ -80,8 +67,6 @@ def _find_principal(key: str) -> Optional[dict]:
 
 
 def list_keys(principal: Principal, *, whole_organization: bool) -> list[dict]:
-    from chalicelib.auth.access import require_admin
-
     with connection() as conn:
         if whole_organization:
             require_admin(principal, "list the organisation's keys")

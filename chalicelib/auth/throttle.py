@@ -9,7 +9,7 @@ import redis
 
 from chalicelib import limits
 from chalicelib.config import load_settings
-from chalicelib.auth.keys import Principal
+from chalicelib.auth.principal import Principal
 from chalicelib.errors import Throttled
 from chalicelib.kv import redis_client
 
