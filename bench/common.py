@@ -92,12 +92,10 @@ def fresh_database() -> str:
 def as_the_functions(principal):
     """Searches as the deployed functions run them: logged in as kb_app, with row-level
     security limiting every statement to the caller's organisation (migration 0008)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     from chalicelib.storage import acting_for, db
 
     owner = os.environ["DATABASE_URL"]
-    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(owner)._replace(netloc="kb_app@"))
+    os.environ["DATABASE_URL"] = db.functions_login(owner)
     db.reset()
     try:
         with acting_for(principal.org_id):
@@ -112,13 +110,10 @@ def two_logins(principal):
     """(switch, names): searches in-process on either of two open connections, the owner's
     (which row-level security does not limit) and kb_app's (which it does), both acting for
     the principal's organisation; switch(name) makes the service use that one next."""
-    from urllib.parse import urlsplit, urlunsplit
-
     from chalicelib.storage import acting_for, db
 
     owner_url = os.environ["DATABASE_URL"]
-    conns = {"owner": db.open_connection(owner_url),
-             "kb_app": db.open_connection(urlunsplit(urlsplit(owner_url)._replace(netloc="kb_app@")))}
+    conns = {"owner": db.open_connection(owner_url), "kb_app": db.open_connection(db.functions_login(owner_url))}
 
     def switch(name: str) -> None:  # the service's one cached connection, swapped (not closed)
         db._conn, db._last_used = conns[name], time.monotonic()

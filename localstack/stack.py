@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT / "infra"))
 import legacy  # noqa: E402
 import services  # noqa: E402
 
+from chalicelib.storage.db import functions_login  # noqa: E402
+
 # pgserver warns that XDG_RUNTIME_DIR is unset on servers; it then uses /tmp, which is fine.
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
@@ -63,20 +65,12 @@ def _stack_parameters(urls: dict) -> dict:
     from chalicelib.embeddings.model_files import REPO_DIR
 
     return {"Target": "local", "ServiceName": STACK, "BucketName": BUCKET,
-            "DatabaseUrl": urls["DATABASE_URL"], "AppDatabaseUrl": app_database_url(urls["DATABASE_URL"]),
+            "DatabaseUrl": urls["DATABASE_URL"], "AppDatabaseUrl": functions_login(urls["DATABASE_URL"]),
             "RedisUrl": urls["REDIS_URL"],
             "ModelDir": str(REPO_DIR), "DeletionProtection": "false",
             "PipelineConcurrency": str(min(8, 4 * (os.cpu_count() or 1))),
             # a front end in development (`KB_CORS_ORIGINS=... make up` for others)
             "CorsOrigins": os.environ.get("KB_CORS_ORIGINS", LOCAL_CORS_ORIGINS)}
-
-
-def app_database_url(url: str) -> str:
-    """The same database as the functions' login, kb_app (created by the migrations; the
-    local server trusts its own socket, so no password)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    return urlunsplit(urlsplit(url)._replace(netloc="kb_app@"))
 
 
 def close_emulator_gaps(session, dist: Path, parameters: dict, rest_api_id: str) -> None:
@@ -209,7 +203,7 @@ def up(with_demo: bool) -> None:
                     "AWS_ENDPOINT_URL": urls["AWS_ENDPOINT_URL"], "AWS_DEFAULT_REGION": REGION,
                     "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                     "DATABASE_URL": urls["DATABASE_URL"], "REDIS_URL": urls["REDIS_URL"],
-                    "KB_APP_DATABASE_URL": app_database_url(urls["DATABASE_URL"]),
+                    "KB_APP_DATABASE_URL": functions_login(urls["DATABASE_URL"]),
                     "KB_SEARCH_FUNCTION": outputs["SearchFunctionName"],
                     "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
                     "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK})

@@ -47,6 +47,14 @@ def for_every_organisation(handler: Callable) -> Callable:
     return wrapper
 
 
+def functions_login(url: str) -> str:
+    """The same database as the functions' own login, kb_app (migration 0008), without a
+    password: a server that trusts its local socket (the local stack, the suite, the benchmarks)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(url)._replace(netloc="kb_app@"))
+
+
 def database_conninfo() -> str:
     """DATABASE_URL where the database already exists (the local stack); on AWS the
     RDS Proxy endpoint with credentials read from Secrets Manager once per worker, so

@@ -1,11 +1,12 @@
 """Isolation in depth (migration 0008): connected as the functions' role, kb_app, a query
 that forgets its tenant condition still sees and changes nothing of another organisation."""
 import secrets
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+
+from chalicelib.storage.db import functions_login
 
 TABLES = ("users", "api_keys", "knowledge_bases", "documents", "chunks", "agents", "audit_log")
 
@@ -31,7 +32,7 @@ def two_orgs(service_env):
 
 
 def _as_app(database_url: str, org_id) -> psycopg.Connection:
-    conn = psycopg.connect(urlunsplit(urlsplit(database_url)._replace(netloc="kb_app@")),
+    conn = psycopg.connect(functions_login(database_url),
                            autocommit=True, row_factory=dict_row)
     if org_id is not None:
         conn.execute("SELECT set_config('kb.org_id', %s, false)", (org_id,))
