@@ -111,6 +111,13 @@ def confirm(session: Session, yes: bool, question: str) -> None:
         raise typer.Exit(1)
 
 
+def delete_confirmed(session: Session, yes: bool, question: str, path: str, *, done: str = "Deleted") -> None:
+    """Every delete and revoke: ask (or take --yes), DELETE the path, say what went."""
+    confirm(session, yes, question)
+    data = session.client().delete(path)
+    session.emit(data, lambda d: output.note(f"{done} {output.cell(d['id'])}"))
+
+
 def json_option(value: Optional[str], name: str, *, kind: type = dict) -> Any:
     """A JSON option (--filter, --metadata), or '@file' holding the JSON."""
     if value is None:

@@ -5,7 +5,7 @@ import typer
 
 from kbcli import output
 from kbcli.output import Styled
-from kbcli.session import Session, YesOption, command, confirm, new_group
+from kbcli.session import Session, YesOption, command, delete_confirmed, new_group
 
 app = new_group("agents", "Agents: create, list, show, delete (their tools: kb tools).")
 
@@ -60,6 +60,4 @@ def show(session: Session, agent_id: AgentId):
 @command(app, "delete")
 def delete(session: Session, agent_id: AgentId, yes: YesOption = False):
     """Delete an agent."""
-    confirm(session, yes, f"Delete agent {agent_id}?")
-    data = session.client().delete(f"/agents/{agent_id}")
-    session.emit(data, lambda d: output.note(f"Deleted {output.cell(d['id'])}"))
+    delete_confirmed(session, yes, f"Delete agent {agent_id}?", f"/agents/{agent_id}")

@@ -8,7 +8,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from kbcli import output, upload
 from kbcli.output import Styled
-from kbcli.session import Session, YesOption, command, confirm, json_option, new_group
+from kbcli.session import Session, YesOption, command, delete_confirmed, json_option, new_group
 
 app = new_group("docs", "Documents: upload files and folders, list, status, delete, reindex.")
 
@@ -146,9 +146,7 @@ def status(session: Session, doc_id: DocId, kb: KbOption):
 @command(app, "delete")
 def delete(session: Session, doc_id: DocId, kb: KbOption, yes: YesOption = False):
     """Delete a document, its chunks and its object in the bucket."""
-    confirm(session, yes, f"Delete document {doc_id}?")
-    data = session.client().delete(f"{docs_path(kb)}/{doc_id}")
-    session.emit(data, lambda d: output.note(f"Deleted {output.cell(d['id'])}"))
+    delete_confirmed(session, yes, f"Delete document {doc_id}?", f"{docs_path(kb)}/{doc_id}")
 
 
 @command(app, "reindex")

@@ -6,7 +6,7 @@ import typer
 
 from kbcli import output
 from kbcli.client import CliError
-from kbcli.session import Session, YesOption, command, confirm, new_group
+from kbcli.session import Session, YesOption, command, delete_confirmed, new_group
 
 app = new_group("kbs", "Knowledge bases: create, list, show, update, delete.")
 
@@ -122,6 +122,4 @@ def update(session: Session, kb_id: KbId,
 @command(app, "delete")
 def delete(session: Session, kb_id: KbId, yes: YesOption = False):
     """Delete a knowledge base with its documents."""
-    confirm(session, yes, f"Delete knowledge base {kb_id} and all its documents?")
-    data = session.client().delete(kb_path(kb_id))
-    session.emit(data, lambda d: output.note(f"Deleted {output.cell(d['id'])}"))
+    delete_confirmed(session, yes, f"Delete knowledge base {kb_id} and all its documents?", kb_path(kb_id))

@@ -5,7 +5,7 @@ import typer
 
 from kbcli import output
 from kbcli.output import Styled
-from kbcli.session import Session, YesOption, command, confirm, new_group
+from kbcli.session import Session, YesOption, command, confirm, delete_confirmed, new_group
 
 app = new_group("keys", "API keys: list, create, revoke, rotate.")
 
@@ -49,9 +49,7 @@ def create(session: Session,
 @command(app, "revoke")
 def revoke(session: Session, key_id: KeyId, yes: YesOption = False):
     """Revoke an API key: requests with it are refused from now on."""
-    confirm(session, yes, f"Revoke API key {key_id}?")
-    data = session.client().delete(f"/api-keys/{key_id}")
-    session.emit(data, lambda d: output.note(f"Revoked {output.cell(d.get('id', key_id))}"))
+    delete_confirmed(session, yes, f"Revoke API key {key_id}?", f"/api-keys/{key_id}", done="Revoked")
 
 
 @command(app, "rotate")

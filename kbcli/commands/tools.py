@@ -9,7 +9,7 @@ from kbcli import output
 from kbcli.client import CliError
 from kbcli.commands.agents import render_tools
 from kbcli.output import Styled
-from kbcli.session import Session, YesOption, command, confirm, new_group
+from kbcli.session import Session, YesOption, command, delete_confirmed, new_group
 
 app = new_group("tools", "An agent's knowledge-base tools: browse, add, configure, edit, remove, invoke, list.")
 
@@ -109,9 +109,8 @@ def edit(session: Session, tool_id: ToolId, agent: AgentOption, name: NameOption
 @command(app, "remove")
 def remove(session: Session, tool_id: ToolId, agent: AgentOption, yes: YesOption = False):
     """Remove a tool from an agent."""
-    confirm(session, yes, f"Remove tool {tool_id} from agent {agent}?")
-    data = session.client().delete(f"/agents/{agent}/tools/{tool_id}")
-    session.emit(data, lambda d: output.note(f"Removed {output.cell(d['id'])}"))
+    delete_confirmed(session, yes, f"Remove tool {tool_id} from agent {agent}?", f"/agents/{agent}/tools/{tool_id}",
+                     done="Removed")
 
 
 @command(app, "list")
