@@ -34,6 +34,11 @@ def load(name: str) -> dict:
     return json.loads((ROOT / ".kb" / "bench-results" / name).read_text())
 
 
+def by_size(ours: dict) -> list[tuple[str, dict]]:
+    """The latency rows (keyed by chunk count as text), smallest corpus first."""
+    return sorted(ours["latency"].items(), key=lambda kv: int(kv[0]))
+
+
 def plots(out_dir, ours: dict, peer: dict) -> list[str]:
     import matplotlib
 
@@ -183,7 +188,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
               "ministack's API Gateway, the API Lambda (warm), PostgreSQL and Redis, one run.", "",
               "| chunks | strategy | cache | p50 ms | p95 ms | p99 ms | p50 spread | API p50 ms | API p95 ms | API p99 ms |",
               "|---|---|---|---|---|---|---|---|---|---|"]
-    for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0])):
+    for size, row in by_size(ours):
         for label, r in row["service"].items():
             strategy, cache = label.split("/")
             a, spread = row["api"][label], r["p50Spread"]
@@ -195,7 +200,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "time in ms; and the time to build the HNSW and full-text indexes over the table.", "",
               "| chunks | " + " | ".join(f"ef_search {ef}" for ef in efs) + " | index build, s |",
               "|---|" + "---|" * (len(efs) + 1)]
-    for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0])):
+    for size, row in by_size(ours):
         build = f"{row['indexBuildSeconds']:.1f}" if int(size) > ours["chunks"] else "- (built as ingested)"
         cells = " | ".join(f"{row['hnsw'][ef]['recall@10']:.3f} ({row['hnsw'][ef]['p50']:.1f} ms)" for ef in efs)
         lines.append(f"| {int(size):,} | {cells} | {build} |")
@@ -207,7 +212,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                       "957 ms as kb_app against 61 ms as the owner.", "",
                   "| chunks | strategy | owner p50 ms | owner p95 ms | kb_app p50 ms | kb_app p95 ms | kb_app / owner p50 |",
                   "|---|---|---|---|---|---|---|"]
-        for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0])):
+        for size, row in by_size(ours):
             for strategy, r in row["isolation"].items():
                 lines.append(f"| {int(size):,} | {strategy} | {r['owner']['p50']:.1f} | {r['owner']['p95']:.1f} | "
                              f"{r['kbApp']['p50']:.1f} | {r['kbApp']['p95']:.1f} | {r['ratioP50']:.2f} |")
@@ -277,7 +282,7 @@ def main() -> None:
 def figures_json(ours: dict, peer: dict) -> dict:
     """Every figure of the report in one machine-readable file (camelCase keys)."""
     search = []
-    for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0])):
+    for size, row in by_size(ours):
         for label, r in row["service"].items():
             strategy, cache = label.split("/")
             api = row["api"].get(label, {})
@@ -286,7 +291,7 @@ def figures_json(ours: dict, peer: dict) -> dict:
                            "apiP95Ms": api.get("p95")})
     hnsw = [{"chunks": int(size), "efSearch": int(ef), "recallAt10": h["recall@10"], "scanP50Ms": h["p50"],
              "service": int(ef) == ours["serviceEfSearch"]}
-            for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0]))
+            for size, row in by_size(ours)
             for ef, h in row["hnsw"].items()]
     quality = [{"method": f"ours: {name}", "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"]}
                for name, q in ours["quality"].items()]
@@ -294,7 +299,7 @@ def figures_json(ours: dict, peer: dict) -> dict:
     isolation = [{"chunks": int(size), "strategy": strategy, "ownerP50Ms": r["owner"]["p50"],
                   "ownerP95Ms": r["owner"]["p95"], "kbAppP50Ms": r["kbApp"]["p50"], "kbAppP95Ms": r["kbApp"]["p95"],
                   "ratioP50": r["ratioP50"]}
-                 for size, row in sorted(ours["latency"].items(), key=lambda kv: int(kv[0]))
+                 for size, row in by_size(ours)
                  for strategy, r in row.get("isolation", {}).items()]
     return {"search": search, "hnswRecall": hnsw, "quality": quality, "fusion": ours.get("fusion", []),
             "minScore": ours.get("minScore", []), "isolation": isolation,
