@@ -195,16 +195,15 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
             raise _not_found(agent_id)
         tools = agent["available_tools"]
         linked = list(_linked_kb_ids(tools))
-        names = knowledge_bases.visible_names(conn, principal, linked)
-        there = knowledge_bases.reachable_ids(conn, principal, linked)
+        there = knowledge_bases.reachable(conn, principal, linked)
     shown = []
     for tool in tools:
         if tool.get("type") != KNOWLEDGE_BASE:
             shown.append({**tool, "status": "ok"})
             continue
         kb_id = tool["config"]["knowledgeBaseId"]
-        if kb_id in names:
-            shown.append({**tool, "status": "ok", "knowledgeBaseName": names[kb_id]})
+        if there.get(kb_id) is not None:
+            shown.append({**tool, "status": "ok", "knowledgeBaseName": there[kb_id]})
         elif kb_id in there:  # an admin looking at a colleague's agent that links a private one
             shown.append({**_unnamed(tool), "status": "knowledge_base_hidden", "knowledgeBaseName": None})
         else:

@@ -95,12 +95,14 @@ def with_entries_by(conn: psycopg.Connection, principal) -> list[str]:
     ).fetchall()]
 
 
-def reachable_ids(conn: psycopg.Connection, principal, kb_ids: list[str]) -> set[str]:
-    """Which of these still exist in the caller's organisation or in public, seen or not
-    (a tool can say its knowledge base is there but hidden from the caller, without naming it)."""
-    return {r["id"] for r in conn.execute(
-        "SELECT kb.id FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s)"
-        " AND (kb.org_id = %(org_id)s OR kb.visibility = 'public')",
+def reachable(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[str, Optional[str]]:
+    """Which of these still exist in the caller's organisation or in public, seen or not:
+    id → its name when the caller can see it, else None (a tool can say its knowledge
+    base is there but hidden from the caller, without naming it). What the caller sees is
+    in its organisation or public, so one read answers both."""
+    return {r["id"]: r["name"] for r in conn.execute(
+        f"SELECT kb.id, CASE WHEN {VISIBLE_KB} THEN kb.name END AS name FROM knowledge_bases kb"
+        " WHERE kb.id = ANY(%(kb_ids)s) AND (kb.org_id = %(org_id)s OR kb.visibility = 'public')",
         scope(principal, kb_ids=list(kb_ids)),
     ).fetchall()}
 
