@@ -1,13 +1,27 @@
 """How a query becomes SQL: the full-text query and the HNSW candidate list. Storage
 runs what this decides."""
+import math
 import re
 from typing import Optional
 
 from chalicelib.storage.chunks import TextQuery
+from chalicelib.storage.terms import Bm25Query, TermStatistics
 
 # HNSW's candidate list: 40 (pgvector's default) lost a quarter of the true top 10
 # at 100k chunks in bench/retrieval.py; 200 kept 94% of it, for about 4 ms more a query.
 HNSW_EF_SEARCH_MIN = 200
+# BM25 as Lucene and rank_bm25 default to.
+BM25_K1, BM25_B = 1.2, 0.75
+# A question's terms beyond these (the commonest) are left out: each costs one index scan.
+KEYWORD_TERMS_MAX = 32
+# Postings read per term in the first pass, in impact order, before the exact scoring of
+# the best candidates; the second pass reads the terms that could still change the top
+# whole, up to KEYWORD_POSTINGS_MAX postings in all.
+KEYWORD_PER_TERM = 400
+KEYWORD_POSTINGS_MAX = 40_000
+# Candidates scored exactly from their tsv: in the first pass, and in the second, whose
+# candidates are ordered by their essential terms alone.
+KEYWORD_RESCORED, KEYWORD_RESCORED_EXACT = 100, 500
 _WEB_SYNTAX = re.compile(r'"|\bOR\b|(^|\s)-\w')
 
 
@@ -15,14 +29,53 @@ def ef_search_for(top_k: int) -> int:
     return min(1000, max(HNSW_EF_SEARCH_MIN, top_k * 4))
 
 
-def text_query(query: str) -> Optional[TextQuery]:
-    """Natural-language questions rarely contain every word of the passage that
-    answers them, so a plain query matches any of its words and the rank sorts it
-    out; a query written in web-search syntax ("phrase", OR, -word) keeps it.
-    None when nothing in the query could match a full-text index."""
-    if _WEB_SYNTAX.search(query):
-        return TextQuery("websearch_to_tsquery", query)
-    words = re.findall(r"[^\W_]+", query)
-    if not words:
+def web_query(query: str) -> Optional[TextQuery]:
+    """A question in web-search syntax ("phrase", OR, -word) is held to it: only the
+    chunks it matches are ranked. Any other question is a bag of words for BM25."""
+    return TextQuery("websearch_to_tsquery", query) if _WEB_SYNTAX.search(query) else None
+
+
+def bm25_query(stats: TermStatistics, terms: list[str], top_k: int) -> Bm25Query:
+    """The first pass: the question's terms that occur in the knowledge bases, weighted
+    by BM25's inverse document frequency (Lucene's, never negative), the KEYWORD_TERMS_MAX
+    rarest when a long question has more; each term's KEYWORD_PER_TERM postings of
+    highest impact."""
+    n = stats.chunks
+    idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) for t, df in stats.document_frequency.items()}
+    kept = sorted((t for t in dict.fromkeys(terms) if t in idf), key=lambda t: -idf[t])[:KEYWORD_TERMS_MAX]
+    per_term = max(KEYWORD_PER_TERM, 2 * top_k)
+    return Bm25Query(terms=tuple(kept), idfs=tuple(idf[t] for t in kept),
+                     average_length=stats.length / n if n else 1.0, k1=BM25_K1, b=BM25_B,
+                     limits=tuple(per_term for _ in kept), rescored=max(3 * top_k, KEYWORD_RESCORED))
+
+
+def bm25_exact_pass(first: Bm25Query, stats: TermStatistics, found: list[float],
+                    top_k: int) -> Optional[Bm25Query]:
+    """The second pass that makes the first one's top_k exact (MaxScore), None when the
+    first pass was exact already.
+
+    `found`: the first pass's exact scores, best first. Its top_k-th is a floor: a chunk
+    that beats it must hold at least one term outside the largest set of terms whose
+    bounds (idf x the term's best saturation) sum below the floor. Those "essential"
+    terms' postings are read whole, up to KEYWORD_POSTINGS_MAX in all (the stop rule:
+    beyond it the rest are read by impact, as in the first pass), and only candidates
+    whose essential postings plus the other terms' bounds reach the floor are scored."""
+    if len(found) < top_k:  # every candidate there is was read (or, filtered, scored by the full scan)
         return None
-    return TextQuery("to_tsquery", " | ".join(words))
+    floor = found[top_k - 1]
+    bound = {t: idf * first.saturation(*stats.bounds[t]) for t, idf in zip(first.terms, first.idfs)}
+    optional, rest = set(), 0.0
+    for t in sorted(first.terms, key=lambda t: bound[t]):
+        if rest + bound[t] >= floor:
+            break
+        optional.add(t)
+        rest += bound[t]
+    essential = [t for t in first.terms if t not in optional]
+    df = stats.document_frequency
+    if all(df[t] <= n for t, n in zip(first.terms, first.limits) if t in essential):
+        return None  # every posting that could matter was read
+    share = KEYWORD_POSTINGS_MAX // max(1, len(essential))
+    limits = tuple(0 if t in optional else min(df[t], max(share, n)) for t, n in zip(first.terms, first.limits))
+    return Bm25Query(terms=first.terms, idfs=first.idfs, average_length=first.average_length, k1=first.k1,
+                     b=first.b, limits=limits, rescored=max(3 * top_k, KEYWORD_RESCORED_EXACT),
+                     prune_below=floor - rest)

@@ -12,6 +12,7 @@ import psycopg
 from chalicelib.ingestion.model import Chunk
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import VISIBLE_KB, scope
+from chalicelib.storage.terms import Bm25Query
 
 
 @dataclass(frozen=True)
@@ -103,30 +104,76 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
     return rows
 
 
-def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: TextQuery,
-                   top_k: int, filters: SearchFilters = SearchFilters(),
+def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: Bm25Query,
+                   top_k: int, match: Optional[TextQuery] = None, filters: SearchFilters = SearchFilters(),
                    similarity_to: Optional[tuple[Sequence[float], int]] = None) -> list[dict]:
-    """PostgreSQL full-text search (GIN index). ts_rank with normalisation 32 maps
-    the rank into 0..1 (rank / (rank + 1)); titles (weight A) count more than bodies (B).
+    """BM25 over the postings of chunk_terms (migration 0011); `score` is BM25's.
+
+    Without `match`, the candidates are each term's query.limits chunks of highest
+    impact, read from the btree; the query.rescored best of them by their summed
+    postings (at least query.prune_below) are scored exactly from their tsv, filtered,
+    and the top_k kept. With `match` (web-search syntax: phrases, OR,
+    -word) the chunks it matches through the GIN index are scored, all of them; so are
+    those a filter keeps when the candidates hold fewer than top_k of them.
     With similarity_to (a query vector and its dimension) each hit also carries its
     cosine similarity to the query, computed for the top_k hits only."""
-    params = scope(principal, kb_ids=list(kb_ids), k=top_k, tsquery=query.text)
+    if not query.terms:
+        return []
+    params = scope(principal, kb_ids=list(kb_ids), k=top_k, terms=list(query.terms), idfs=list(query.idfs),
+                   limits=list(query.limits), avgdl=query.average_length or 1.0, k1=query.k1, b=query.b,
+                   prune=query.prune_below, pool=max(top_k, query.rescored))
     where = filter_sql(filters, params)
     similarity = ""
     if similarity_to is not None:
         vector, dim = similarity_to
         params["q"] = as_vector(vector)
         similarity = f", 1 - (c.embedding::vector({int(dim)}) <=> %(q)b::vector({int(dim)})) AS similarity"
-    # Ranked in a single-table scan of the GIN matches, as in semantic_search: with
-    # the joins inside, the planner under-estimates the matches and walks the whole
-    # table in document order (3 s instead of 1.5 s at a million chunks). Through the
-    # chunks_visible view, so the GIN index serves under row-level security (migration 0010).
+    rows = []
+    if match is None:
+        rows = conn.execute(f"""
+            WITH q(term, idf, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[], %(limits)s::int[])),
+            candidates AS MATERIALIZED (
+                SELECT p.chunk_id, max(p.dl) AS dl,
+                       sum(q.idf * {_SATURATION.format(tf="p.tf", dl="p.dl")}) AS partial
+                  FROM unnest(%(kb_ids)s::text[]) k(kb_id) CROSS JOIN q
+                 CROSS JOIN LATERAL (SELECT p.chunk_id, p.tf, p.dl FROM chunk_terms p
+                                      WHERE p.kb_id = k.kb_id AND p.term = q.term
+                                      ORDER BY p.impact DESC LIMIT q.n) p
+                 GROUP BY p.chunk_id
+                HAVING %(prune)s::float8 IS NULL
+                    OR sum(q.idf * {_SATURATION.format(tf="p.tf", dl="p.dl")}) >= %(prune)s::float8
+                 ORDER BY partial DESC LIMIT %(pool)s)
+            SELECT {RESULT_COLUMNS}, s.score{similarity}
+              FROM candidates x
+              JOIN chunks c ON c.id = x.chunk_id
+             CROSS JOIN LATERAL (SELECT sum(q.idf * {_SATURATION.format(tf="t.tf", dl="x.dl")}) AS score
+                                   FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s
+              JOIN documents d ON d.id = c.document_id
+              JOIN knowledge_bases kb ON kb.id = c.kb_id
+             WHERE {VISIBLE_KB}{where}
+             ORDER BY s.score DESC, c.id
+             LIMIT %(k)s""", params).fetchall()
+        if len(rows) >= top_k or not where:
+            return rows
+    if match is not None:
+        params["tsquery"] = match.text
+        matches = f"{match.parser}('english', %(tsquery)s)"
+    else:  # any of the terms, taken as they are (they are stemmed already)
+        matches = "(SELECT string_agg(quote_literal(term), ' | ') FROM q)::tsquery"
+    # Ranked in a single-table scan of the GIN matches: with the joins inside, the
+    # planner under-estimates the matches and walks the whole table in document order.
+    # Through the chunks_visible view, so the GIN index serves under row-level security
+    # (migration 0010).
     return conn.execute(
-        f"""SELECT {RESULT_COLUMNS}, c.score{similarity}
-              FROM (SELECT c.*, ts_rank('{{0.1, 0.2, 0.4, 1.0}}', c.tsv, q, 32) AS score
-                      FROM chunks_visible c, {query.parser}('english', %(tsquery)s) q
-                     WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ q{where}
-                     ORDER BY score DESC, c.id
+        f"""WITH q(term, idf) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[]))
+            SELECT {RESULT_COLUMNS}, c.score{similarity}
+              FROM (SELECT c.*, s.score
+                      FROM chunks_visible c, (SELECT {matches} AS tq) m,
+                           LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
+                           LATERAL (SELECT coalesce(sum(q.idf * {_SATURATION.format(tf="t.tf", dl="l.dl")}), 0) AS score
+                                      FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s
+                     WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ m.tq{where}
+                     ORDER BY s.score DESC, c.id
                      LIMIT %(k)s) c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id
@@ -134,3 +181,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
              ORDER BY c.score DESC, c.id""",
         params,
     ).fetchall()
+
+
+# BM25's term-frequency factor of a term in a chunk (tf, dl: SQL expressions).
+_SATURATION = "{tf} * (%(k1)s + 1) / ({tf} + %(k1)s * (1 - %(b)s + %(b)s * {dl} / %(avgdl)s))"

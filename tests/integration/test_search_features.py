@@ -280,7 +280,7 @@ def test_the_filter_expression_and_the_filters_shorthand_both_apply(reports):
 
 def test_hybrid_weights_move_the_ranking_between_the_two_signals(library):
     principal, kb, _ = library
-    query = "XQ-4471 volcanic lava"  # the code only matches by words; lava by meaning and words
+    query = "volcanic eruption XQ-4471"  # the code only matches by words (BM25), the rest by meaning
     semantic = search(principal, _req(kb, query, strategy="semantic", top_k=3))
     keyword = search(principal, _req(kb, query, strategy="keyword", top_k=3))
     assert _sources(semantic)[0] != _sources(keyword)[0]
