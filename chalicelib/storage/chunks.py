@@ -75,8 +75,10 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
                     query_vector: Sequence[float], top_k: int, ef_search: int,
                     filters: SearchFilters = SearchFilters()) -> list[dict]:
     """Cosine search through the HNSW index of this dimension, scoped to what the
-    caller may see. HNSW filters after the scan (pgvector 0.6 has no iterative
-    scan), so a short answer from the index is topped up by an exact scan."""
+    caller may see. The index serves every knowledge base of the dimension and the
+    filters apply to what it returns, so the scan goes on past ef_search until top_k
+    rows pass them (pgvector 0.8's iterative scan, up to hnsw.max_scan_tuples, 20,000);
+    a still short answer is topped up by an exact scan."""
     params = scope(principal, kb_ids=list(kb_ids), dim=dim, q=as_vector(query_vector), k=top_k)
     where = filter_sql(filters, params)
     distance = f"c.embedding::vector({dim}) <=> %(q)b::vector({dim})"
@@ -96,6 +98,8 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
          ORDER BY c.distance, c.id"""
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.ef_search = %s" % int(ef_search))
+        # relaxed_order: the few rows out of order are put back in order outside.
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         rows = conn.execute(sql.format(order=distance), params).fetchall()
         if len(rows) < top_k:
             # "+ 0" hides the expression from the HNSW index: an exact scan of the

@@ -1,0 +1,84 @@
+"""A semantic search is complete from the HNSW index (pgvector 0.8's iterative scan): the
+index serves every knowledge base of a dimension, and the nearest ef_search chunks may all
+be another knowledge base's (or fail a filter)."""
+import numpy as np
+import psycopg
+import pytest
+
+from chalicelib.knowledge_bases import create_knowledge_base
+from chalicelib.storage import chunks as chunk_rows
+from chalicelib.storage import connection
+
+DIM = 384
+
+
+def _fill(conn, kb_id: str, doc_id: str, vectors: np.ndarray, teams: list[str]) -> None:
+    conn.execute("INSERT INTO documents (id, kb_id, s3_key, filename, status) VALUES (%s, %s, %s, 'v.txt', 'PROCESSED')",
+                 (doc_id, kb_id, f"kb/{kb_id}/{doc_id}"))
+    with conn.cursor() as cur, cur.copy(
+            "COPY chunks (document_id, kb_id, chunk_index, content, start_char, end_char, token_count,"
+            " embedding_dim, embedding, metadata) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["text", "text", "int4", "text", "int4", "int4", "int4", "int4", "vector", "jsonb"])
+        for i, (vector, team) in enumerate(zip(vectors, teams)):
+            copy.write_row((doc_id, kb_id, i, f"passage {i}", 0, 10, 3, DIM, vector, {"team": team}))
+
+
+def _near(probe: np.ndarray, n: int, sigma: float, rng) -> np.ndarray:
+    vectors = probe + rng.normal(0, sigma, (n, DIM)).astype("float32")
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def crowded(tenant):
+    """Two knowledge bases of 2,000 chunks each in the one index of their dimension: the
+    crowd's right around the probe, the other's further out, beyond the nearest ef_search."""
+    principal, _ = tenant
+    rng = np.random.default_rng(12)
+    probe = rng.normal(0, 1, DIM).astype("float32")
+    probe /= np.linalg.norm(probe)
+    crowd = create_knowledge_base(principal, name="Crowd", description="")
+    kb = create_knowledge_base(principal, name="Far", description="")
+    with connection() as conn:
+        _fill(conn, crowd["id"], f"doc_{crowd['id']}", _near(probe, 2000, 0.01, rng), ["red"] * 2000)
+        _fill(conn, kb["id"], f"doc_{kb['id']}", _near(probe, 2000, 0.08, rng), ["blue"] * 2000)
+        conn.execute("ANALYZE chunks")
+    return principal, kb, probe
+
+
+def _statements(monkeypatch) -> list[str]:
+    seen = []
+    real = psycopg.Connection.execute
+
+    def execute(self, query, params=None, **kw):
+        seen.append(str(query))
+        return real(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    return seen
+
+
+def test_a_search_is_complete_from_the_index_alone_when_its_neighbours_are_another_knowledge_bases(crowded, monkeypatch):
+    principal, kb, probe = crowded
+    seen = _statements(monkeypatch)
+    with connection() as conn:
+        rows = chunk_rows.semantic_search(conn, principal, kb_ids=[kb["id"]], dim=DIM, query_vector=probe,
+                                          top_k=10, ef_search=40)
+        plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
+            "EXPLAIN " + [s for s in seen if "ORDER BY" in s][0].replace("%(q)b", "%(q)s"),
+            {"user_id": principal.user_id, "org_id": principal.org_id, "role": principal.role,
+             "kb_ids": [kb["id"]], "dim": DIM, "q": chunk_rows.as_vector(probe), "k": 10}).fetchall())
+    assert len(rows) == 10 and {r["kb_id"] for r in rows} == {kb["id"]}
+    distances = [1 - r["score"] for r in rows]
+    assert distances == sorted(distances)
+    # the rows came from the HNSW index, not from the exact top-up ("+ 0")
+    assert "chunks_embedding_384_hnsw" in plan
+    assert not [s for s in seen if ") + 0" in s]
+    # what the iterative scan fixes: without it, the first ef_search neighbours are all the crowd's
+    with connection() as conn, conn.transaction():
+        conn.execute("SET LOCAL hnsw.ef_search = 40")
+        conn.execute("SET LOCAL hnsw.iterative_scan = off")
+        found = conn.execute(
+            "SELECT id FROM chunks c WHERE c.kb_id = %s AND c.embedding_dim = 384"
+            " ORDER BY c.embedding::vector(384) <=> %s::vector(384) LIMIT 10",
+            (kb["id"], chunk_rows.as_vector(probe))).fetchall()
+    assert len(found) < 10
