@@ -241,6 +241,44 @@ def hnsw_sweep(kb, vectors: list[list[float]]) -> dict:
     return out
 
 
+def bm25_agreement(principal, kb, sample) -> dict:
+    """The service's keyword top 10 against exact BM25 (every chunk holding a query term
+    scored, through the GIN index): the share of the exact top 10 it returns (a chunk tied
+    with its 10th counts as found), and how many searches took the second pass."""
+    from chalicelib.retrieval import SearchRequest, policy, search
+    from chalicelib.storage import acting_for, chunks, snapshot, terms
+    from chalicelib.storage.chunks import TextQuery
+
+    shares, second = [], 0
+    real = policy.bm25_exact_pass
+
+    def counted(*args):
+        nonlocal second
+        found = real(*args)
+        second += found is not None
+        return found
+
+    policy.bm25_exact_pass = counted
+    try:
+        for q in sample:
+            with acting_for(principal.org_id), snapshot() as conn:
+                words = terms.query_terms(conn, q["text"])
+                bm25 = policy.bm25_query(terms.statistics(conn, [kb["id"]], words), words, 10)
+                every = TextQuery("to_tsquery", " | ".join("'" + t.replace("'", "''") + "'" for t in bm25.terms))
+                exact = chunks.keyword_search(conn, principal, kb_ids=[kb["id"]], query=bm25, top_k=10, match=every)
+            answer = search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=10,
+                                                     strategy="keyword", max_tokens=10**9))
+            ours = {(p.document_id, p.chunk_index) for p in answer.passages}
+            last = min((p.scores.keyword for p in answer.passages), default=0.0) * bm25.best
+            if exact:
+                shares.append(sum((r["document_id"], r["chunk_index"]) in ours or abs(r["score"] - last) < 1e-6
+                                  for r in exact) / len(exact))
+    finally:
+        policy.bm25_exact_pass = real
+    return {"recallOfExactTop10": statistics.mean(shares) if shares else 1.0,
+            "minimum": min(shares, default=1.0), "queries": len(shares), "secondPass": second}
+
+
 def service_latency(principal, kb, sample, runs: int) -> dict:
     """Per strategy and cache state: the median over runs of p50/p95/p99, and the p50 spread;
     as the functions' role, so row-level security's cost is in the figures."""
@@ -314,6 +352,10 @@ def print_size(size: int, row: dict) -> None:
     print(f"{size:8d} HNSW recall@10 vs exact scan by ef_search: {sweep}")
     print(f"{size:8d} semantic cache hit p50 is x{miss / hit:.1f} faster than a miss; "
           f"indexes built in {row['indexBuildSeconds']:.1f} s")
+    if "bm25" in row:
+        b = row["bm25"]
+        print(f"{size:8d} keyword top 10 against exact BM25: {b['recallOfExactTop10']:.3f} of it found "
+              f"(lowest {b['minimum']:.1f}); second pass in {b['secondPass']} of {b['queries']} searches")
     for strategy, r in row.get("isolation", {}).items():
         print(f"{size:8d} {strategy} as kb_app (row-level security) against the owner: p50 {r['kbApp']['p50']:.1f}"
               f" vs {r['owner']['p50']:.1f} ms, x{r['ratioP50']:.2f}")
@@ -359,17 +401,20 @@ def main() -> dict:
 
     from chalicelib.embeddings import get_provider
     from chalicelib.retrieval.policy import ef_search_for
+    from chalicelib.storage import chunks
 
-    results["serviceEfSearch"] = ef_search_for(10)
     probe_vectors = get_provider("local").embed_documents([q["text"] for q in sample[:20]])
     sizes = [len(flat)] + ([1000, 3000] if args.quick else [int(s) for s in args.sizes.split(",")])
     print(f"\n{'chunks':>8} {'strategy':10} {'cache':6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
           f"   {'(service-side)':24} {'API p50 ms':>10}")
     for size in sorted(set(sizes)):
         row = results["latency"][str(size)] = {"indexBuildSeconds": grow_to(kb, flat, size, rng)}
+        chunks._INDEX_ROWS.clear()  # the service reads the index's size every few minutes
+        row["serviceEfSearch"] = ef_search_for(10, size)
         row["hnsw"] = hnsw_sweep(kb, probe_vectors)
         row["service"] = service_latency(principal, kb, sample, 1 if args.quick else args.runs)
         row["isolation"] = isolation_cost(principal, kb, sample)
+        row["bm25"] = bm25_agreement(principal, kb, sample[:20])
         row["api"] = api_latency(kb, key, sample)
         print_size(size, row)
     save_results("retrieval", args.quick, results)

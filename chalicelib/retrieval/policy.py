@@ -9,7 +9,11 @@ from chalicelib.storage.terms import Bm25Query, TermStatistics
 
 # HNSW's candidate list: 40 (pgvector's default) lost a quarter of the true top 10
 # at 100k chunks in bench/retrieval.py; 200 kept 94% of it, for about 4 ms more a query.
-HNSW_EF_SEARCH_MIN = 200
+# A larger graph needs a longer list: at a million vectors (m 16, ef_construction 64,
+# pgvector 0.8) 200 kept 88% of the true top 10 and 400 kept 97.5%, at 7.6 ms p50
+# (/work/exp/hnswexp.py, 20 queries; make bench: the HNSW table). By the index's rows:
+HNSW_EF_SEARCH_BY_SIZE = ((200_000, 200), (2_000_000, 400))
+HNSW_EF_SEARCH_LARGEST = 800
 # BM25 as Lucene and rank_bm25 default to.
 BM25_K1, BM25_B = 1.2, 0.75
 # A question's terms beyond these (the commonest) are left out: each costs one index scan.
@@ -25,8 +29,11 @@ KEYWORD_RESCORED, KEYWORD_RESCORED_EXACT = 100, 500
 _WEB_SYNTAX = re.compile(r'"|\bOR\b|(^|\s)-\w')
 
 
-def ef_search_for(top_k: int) -> int:
-    return min(1000, max(HNSW_EF_SEARCH_MIN, top_k * 4))
+def ef_search_for(top_k: int, index_rows: float = 0) -> int:
+    """The candidate list for a search of top_k in an HNSW index of index_rows vectors
+    (every knowledge base of the dimension shares it)."""
+    base = next((ef for rows, ef in HNSW_EF_SEARCH_BY_SIZE if index_rows <= rows), HNSW_EF_SEARCH_LARGEST)
+    return min(1000, max(base, top_k * 4))
 
 
 def web_query(query: str) -> Optional[TextQuery]:

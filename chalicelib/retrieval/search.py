@@ -5,7 +5,7 @@ Scores per strategy (a passage's `similarity`, the order of the results):
 - keyword: BM25 (k1 1.2, b 0.75; statistics of migration 0011) as a share of the most a
   chunk could score for this question (every term, often), 0..1;
 - hybrid: each list's scores min-max normalised over its candidates, then weighted
-  (hybridWeights, semantic 0.6 and keyword 0.4 unless asked) and summed, so 1.0 means
+  (hybridWeights, semantic 0.5 and keyword 0.5 unless asked) and summed, so 1.0 means
   "ranked first by both" (see fuse).
 
 minScore has one meaning whatever the strategy: the cosine similarity of the passage
@@ -85,7 +85,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     with acting_for(principal.org_id), snapshot() as conn:
         if vector is not None:
             semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
-                                              top_k=pool, ef_search=policy.ef_search_for(pool),
+                                              top_k=pool,
+                                              ef_search=policy.ef_search_for(pool, chunks.vector_index_rows(conn, dim)),
                                               filters=request.filters)
         if request.strategy in ("keyword", "hybrid"):
             words = terms.query_terms(conn, request.query)

@@ -3,6 +3,7 @@ them. Vectors travel in pgvector's binary format (register_vector on connection
 open, %b placeholders). The search policy (which tsquery, how wide the HNSW
 candidate list) is the caller's: chalicelib.retrieval decides it."""
 import json
+import time
 from dataclasses import dataclass
 from typing import Literal, Optional, Sequence
 
@@ -64,6 +65,21 @@ def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str
             (len(chunks), sum(c.token_count for c in chunks), page_count, content_hash, doc_id),
         )
     return True
+
+
+_INDEX_ROWS: dict[int, tuple[float, float]] = {}  # dim -> (rows, when read)
+
+
+def vector_index_rows(conn: psycopg.Connection, dim: int, max_age: float = 300.0) -> float:
+    """About how many vectors the HNSW index of this dimension holds (the planner's
+    estimate, kept by ANALYZE and autovacuum), read at most every max_age seconds."""
+    rows, at = _INDEX_ROWS.get(dim, (0.0, -max_age))
+    if time.monotonic() - at >= max_age:
+        found = conn.execute("SELECT reltuples FROM pg_class WHERE relname = %s",
+                             (f"chunks_embedding_{int(dim)}_hnsw",)).fetchone()
+        rows = max(0.0, float(found["reltuples"])) if found else 0.0
+        _INDEX_ROWS[dim] = (rows, time.monotonic())
+    return rows
 
 
 RESULT_COLUMNS = """c.id AS chunk_id, c.kb_id, c.content, c.chunk_index, c.page, c.headers,
