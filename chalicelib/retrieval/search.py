@@ -89,23 +89,30 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
                                               ef_search=policy.ef_search_for(pool, chunks.vector_index_rows(conn, dim)),
                                               filters=request.filters)
         if request.strategy in ("keyword", "hybrid"):
-            words = terms.query_terms(conn, request.query)
-            stats = terms.statistics(conn, kb_ids, words)
-            bm25 = policy.bm25_query(stats, words, pool)
-            match = policy.web_query(request.query)
-            options = dict(kb_ids=kb_ids, match=match, top_k=pool, filters=request.filters,
-                           similarity_to=(vector, dim) if vector is not None else None)
-            keyword = chunks.keyword_search(conn, principal, query=bm25, **options)
-            exact = None if match else policy.bm25_exact_pass(bm25, stats, [r["score"] for r in keyword], pool)
-            if exact is not None:
-                keyword = chunks.keyword_search(conn, principal, query=exact, **options)
-            for row in keyword:
-                row["score"] = float(row["score"]) / bm25.best
+            keyword = _bm25(conn, principal, request, kb_ids, pool,
+                            similarity_to=(vector, dim) if vector is not None else None)
     if request.strategy == "semantic":
         return [_scored(r, vector=r["score"]) for r in semantic], hit
     if request.strategy == "keyword":
         return [_scored(r, keyword=r["score"], vector=r.get("similarity")) for r in keyword], hit
     return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit
+
+
+def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], top_k: int, similarity_to) -> list[dict]:
+    """The keyword list: BM25's first pass, and its second when the first may have
+    missed some of the top_k (policy.bm25_exact_pass); scores as a share of the best."""
+    words = terms.query_terms(conn, request.query)
+    stats = terms.statistics(conn, kb_ids, words)
+    first = policy.bm25_query(stats, words, top_k)
+    match = policy.web_query(request.query)
+    options = dict(kb_ids=kb_ids, match=match, top_k=top_k, filters=request.filters, similarity_to=similarity_to)
+    rows = chunks.keyword_search(conn, principal, query=first, **options)
+    second = None if match else policy.bm25_exact_pass(first, stats, [r["score"] for r in rows], top_k)
+    if second is not None:
+        rows = chunks.keyword_search(conn, principal, query=second, **options)
+    for row in rows:
+        row["score"] = float(row["score"]) / first.best
+    return rows
 
 
 def _scored(row: dict, vector=None, keyword=None) -> dict:
