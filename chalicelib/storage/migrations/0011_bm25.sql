@@ -64,12 +64,14 @@ CREATE TABLE kb_text_stats (
 -- statistics rows are updated in (kb_id, term) order, so two documents stored at once
 -- in one knowledge base wait for each other instead of deadlocking; a knowledge base
 -- deleted in the same transaction is skipped (its rows go with it). The triggers pass
--- their transition tables as arrays: a function they call cannot read those tables.
-CREATE FUNCTION kb_bm25_count(sign integer, changed chunks[]) RETURNS void
+-- their transition tables' ids, knowledge bases and tsvectors as arrays: a function they
+-- call cannot read those tables (and the embeddings need not be copied).
+CREATE FUNCTION kb_bm25_count(sign integer, ids bigint[], kb_ids text[], tsvs tsvector[]) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    WITH d AS MATERIALIZED (
+    WITH changed AS MATERIALIZED (SELECT * FROM unnest(ids, kb_ids, tsvs) c(id, kb_id, tsv)),
+    d AS MATERIALIZED (
         SELECT c.kb_id, c.id AS chunk_id, x.term, x.tf, sum(x.tf) OVER (PARTITION BY c.id) AS dl
-          FROM unnest(changed) c, kb_bm25_terms(c.tsv) x),
+          FROM changed c, kb_bm25_terms(c.tsv) x),
     added AS (
         INSERT INTO chunk_terms (kb_id, term, impact, chunk_id, tf, dl)
         SELECT kb_id, term, kb_bm25_impact(tf, dl), chunk_id, tf, dl FROM d WHERE sign > 0),
@@ -80,7 +82,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
     totals AS (
         INSERT INTO kb_text_stats AS s (kb_id, chunks, length)
         SELECT c.kb_id, sign * count(*), sign * coalesce(sum(l.dl), 0)
-          FROM unnest(changed) c
+          FROM changed c
           LEFT JOIN (SELECT chunk_id, sum(tf) AS dl FROM d GROUP BY chunk_id) l ON l.chunk_id = c.id
          WHERE EXISTS (SELECT 1 FROM knowledge_bases kb WHERE kb.id = c.kb_id)
          GROUP BY c.kb_id ORDER BY c.kb_id
@@ -97,14 +99,14 @@ $$;
 CREATE FUNCTION kb_bm25_chunks_added() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-    PERFORM kb_bm25_count(1, ARRAY(SELECT n::chunks FROM kb_bm25_new n));
+    PERFORM kb_bm25_count(1, array_agg(n.id), array_agg(n.kb_id), array_agg(n.tsv)) FROM kb_bm25_new n;
     RETURN NULL;
 END $$;
 
 CREATE FUNCTION kb_bm25_chunks_removed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-    PERFORM kb_bm25_count(-1, ARRAY(SELECT o::chunks FROM kb_bm25_old o));
+    PERFORM kb_bm25_count(-1, array_agg(o.id), array_agg(o.kb_id), array_agg(o.tsv)) FROM kb_bm25_old o;
     RETURN NULL;
 END $$;
 
@@ -112,10 +114,12 @@ END $$;
 CREATE FUNCTION kb_bm25_chunks_changed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-    PERFORM kb_bm25_count(-1, ARRAY(SELECT o::chunks FROM kb_bm25_old o JOIN kb_bm25_new n ON n.id = o.id
-                                     WHERE n.tsv IS DISTINCT FROM o.tsv OR n.kb_id <> o.kb_id));
-    PERFORM kb_bm25_count(1, ARRAY(SELECT n::chunks FROM kb_bm25_new n JOIN kb_bm25_old o ON o.id = n.id
-                                    WHERE n.tsv IS DISTINCT FROM o.tsv OR n.kb_id <> o.kb_id));
+    PERFORM kb_bm25_count(-1, array_agg(o.id), array_agg(o.kb_id), array_agg(o.tsv))
+       FROM kb_bm25_old o JOIN kb_bm25_new n ON n.id = o.id
+      WHERE n.tsv IS DISTINCT FROM o.tsv OR n.kb_id <> o.kb_id;
+    PERFORM kb_bm25_count(1, array_agg(n.id), array_agg(n.kb_id), array_agg(n.tsv))
+       FROM kb_bm25_new n JOIN kb_bm25_old o ON o.id = n.id
+      WHERE n.tsv IS DISTINCT FROM o.tsv OR n.kb_id <> o.kb_id;
     RETURN NULL;
 END $$;
 
@@ -148,7 +152,7 @@ BEGIN
     HAVING count(*) > 0;
 END $$;
 REVOKE ALL ON FUNCTION kb_bm25_rebuild(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION kb_bm25_count(integer, chunks[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION kb_bm25_count(integer, bigint[], text[], tsvector[]) FROM PUBLIC;
 
 SELECT kb_bm25_rebuild(id) FROM knowledge_bases;
 
