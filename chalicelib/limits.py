@@ -61,6 +61,10 @@ PRESIGNED_EXPIRY_SECONDS = 900
 ENTRY_TITLE_MAX_CHARS = 500
 ENTRY_CONTENT_MAX_CHARS = 200_000
 ENTRY_SEARCH_RESULTS = Range(1, 20, 5)
+# knowledge-search and the knowledge_search tool answer an entry only when its passage's
+# cosine similarity to the query reaches this (the quick-add tools' threshold, above):
+# a question about something no entry covers answers nothing rather than the nearest.
+KNOWLEDGE_MIN_SCORE = Range(MIN_SCORE.low, MIN_SCORE.high, 0.3)
 
 # Chunking, fixed per knowledge base at creation
 CHUNK_TOKENS = Range(50, 8000, 500)

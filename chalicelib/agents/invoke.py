@@ -3,17 +3,22 @@ result the model reads; a deleted knowledge base is a readable failure, not a cr
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.agents.tools import KNOWLEDGE_BASE, PARAMETERS, check_defaults
+from chalicelib import limits
+from chalicelib.agents.tools import (KNOWLEDGE_BASE, KNOWLEDGE_SEARCH, KNOWLEDGE_SEARCH_PARAMETERS, PARAMETERS,
+                                     check_defaults, check_knowledge_search_defaults)
 from chalicelib.auth import Principal
+from chalicelib.documents.entries import search_entries
 from chalicelib.errors import Invalid, NotFound
-from chalicelib.retrieval import SearchRequest, SearchResult, parse_search_request, search
+from chalicelib.retrieval import Passage, SearchRequest, SearchResult, parse_search_request, search
 from chalicelib.storage import agents, connection
+from chalicelib.validate import int_field
 
 
 @dataclass(frozen=True)
 class ToolRun:
     query: str
     result: Optional[SearchResult]  # None: the linked knowledge base is gone
+    entries: Optional[tuple[Passage, ...]] = None  # a knowledge_search tool's answer
 
 
 def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
@@ -44,6 +49,8 @@ def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) ->
     tool = next((t for t in agent["available_tools"] if t.get("id") == tool_id), None)
     if tool is None:
         raise NotFound.thing("tool", tool_id)
+    if tool.get("type") == KNOWLEDGE_SEARCH:
+        return _knowledge_search(principal, tool, arguments)
     if tool.get("type") != KNOWLEDGE_BASE:
         raise Invalid(f"tool {tool_id} is not run by this service", code="NOT_A_KNOWLEDGE_BASE_TOOL")
     kb_id = (tool.get("config") or {}).get("knowledgeBaseId")
@@ -54,3 +61,27 @@ def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) ->
         return ToolRun(query=request.query, result=search(principal, request))
     except NotFound:
         return ToolRun(query=request.query, result=None)
+
+
+def _knowledge_search(principal: Principal, tool: dict, arguments) -> ToolRun:
+    if not isinstance(arguments, dict):
+        raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
+    unknown = set(arguments) - set(KNOWLEDGE_SEARCH_PARAMETERS)
+    if unknown:
+        raise Invalid.field(sorted(unknown)[0], f"is not a parameter of {tool['name']}", code="INVALID_ARGUMENTS")
+    query = arguments.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise Invalid.field("query", "is required", code="INVALID_ARGUMENTS")
+    if len(query) > limits.QUERY_MAX_CHARS:
+        raise Invalid.field("query", f"must be at most {limits.QUERY_MAX_CHARS} characters", code="INVALID_ARGUMENTS")
+    config = tool.get("config") or {}
+    default_results, min_score = check_knowledge_search_defaults(config.get("defaultMaxResults"),
+                                                                 config.get("defaultMinScore"))
+    try:
+        max_results = int_field(arguments.get("maxResults"), "maxResults", limits.ENTRY_SEARCH_RESULTS,
+                                default=default_results, whole_floats=True)
+    except Invalid as err:
+        raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
+    query = query.strip()
+    return ToolRun(query=query, result=None,
+                   entries=tuple(search_entries(principal, query, max_results, min_score=min_score)))

@@ -4,7 +4,7 @@ under a row lock, and every write is audited."""
 from typing import Optional
 
 from chalicelib.agents import tools as kbtools
-from chalicelib.agents.tools import KNOWLEDGE_BASE
+from chalicelib.agents.tools import KNOWLEDGE_BASE, KNOWLEDGE_SEARCH
 from chalicelib.auth import Principal
 from chalicelib.auth.access import require_writer
 from chalicelib.errors import Invalid, NotFound
@@ -141,6 +141,28 @@ def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quic
                                            top_k=top_k, min_score=min_score)
         agents.update(conn, principal, agent_id, {"available_tools": tools + [tool]})
         _audit(conn, principal, "link_knowledge_base", agent_id, tool_id=tool["id"], after=tool)
+    return tool
+
+
+def add_knowledge_search(principal: Principal, agent_id: str, *, name: Optional[str], description: Optional[str],
+                         max_results, min_score) -> dict:
+    """Links the knowledge_search tool (one per agent): seed 001's search over the
+    entries the caller may read."""
+    require_writer(principal, "add tools to agents")
+    max_results, min_score = kbtools.check_knowledge_search_defaults(max_results, min_score)
+    with connection() as conn, conn.transaction():
+        agent = agents.get(conn, principal, agent_id, for_update=True)
+        if agent is None:
+            raise _not_found(agent_id)
+        tools = agent["available_tools"]
+        if any(t.get("type") == KNOWLEDGE_SEARCH for t in tools):
+            raise Invalid("the agent already has a knowledge_search tool", code="TOOL_ALREADY_LINKED")
+        taken = {t["name"] for t in tools}
+        name = kbtools.check_name(name, taken) if name else kbtools.unique_name(KNOWLEDGE_SEARCH, taken)
+        tool = kbtools.knowledge_search_tool(name=name, description=description or kbtools.KNOWLEDGE_SEARCH_DESCRIPTION,
+                                             max_results=max_results, min_score=min_score)
+        agents.update(conn, principal, agent_id, {"available_tools": tools + [tool]})
+        _audit(conn, principal, "add_tool", agent_id, tool_id=tool["id"], after=tool)
     return tool
 
 

@@ -10,6 +10,14 @@ from chalicelib.validate import int_field, number_field
 
 KNOWLEDGE_BASE = "knowledge_base"
 PARAMETERS = ("query", "topK", "minScore")  # what a knowledge-base tool takes
+# Seed 001's knowledge_search: the entries the caller may read (their earlier research,
+# their organisation's knowledge, public knowledge), one such tool per agent.
+KNOWLEDGE_SEARCH = "knowledge_search"
+KNOWLEDGE_SEARCH_PARAMETERS = ("query", "maxResults")
+KNOWLEDGE_SEARCH_DESCRIPTION = ("Search knowledge from earlier conversations and research: facts, procedures,"
+                                " preferences and decisions. Answers the most relevant entries with a title,"
+                                " a knowledge:// url, the content and a relevance score from 0 to 1;"
+                                " nothing when no entry is relevant.")
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,%d}$" % limits.TOOL_NAME_MAX_CHARS)
 
 
@@ -72,6 +80,32 @@ def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str
     }
 
 
+def check_knowledge_search_defaults(max_results, min_score) -> tuple[int, float]:
+    return (int_field(max_results, "defaultMaxResults", limits.ENTRY_SEARCH_RESULTS),
+            number_field(min_score, "defaultMinScore", limits.KNOWLEDGE_MIN_SCORE))
+
+
+def knowledge_search_tool(*, name: str = KNOWLEDGE_SEARCH, description: str = KNOWLEDGE_SEARCH_DESCRIPTION,
+                          max_results: int, min_score: float, tool_id: Optional[str] = None) -> dict:
+    return {
+        "id": tool_id or f"tool_ks_{secrets.token_hex(8)}",
+        "name": name,
+        "description": description,
+        "type": KNOWLEDGE_SEARCH,
+        "schema": {
+            "type": "object",
+            "properties": {  # KNOWLEDGE_SEARCH_PARAMETERS, in this order
+                "query": {"type": "string", "description": "What to look for"},
+                "maxResults": {"type": "number", "default": max_results,
+                               "minimum": limits.ENTRY_SEARCH_RESULTS.low,
+                               "maximum": limits.ENTRY_SEARCH_RESULTS.high},
+            },
+            "required": ["query"],
+        },
+        "config": {"defaultMaxResults": max_results, "defaultMinScore": min_score},
+    }
+
+
 def with_defaults(tool: dict, top_k: int, min_score: float) -> dict:
     """The same tool with new defaults, in its config and in its schema."""
     updated = {**tool, "config": {**tool["config"], "defaultTopK": top_k, "defaultMinScore": min_score}}
@@ -104,6 +138,10 @@ def check_tools_array(tools) -> list[dict]:
                 raise Invalid.field(f"{where}.{field}", f"must be {what}")
         if tool["type"] == KNOWLEDGE_BASE:
             tools[index] = tool = _knowledge_base_tool_from(tool, where)
+        elif tool["type"] == KNOWLEDGE_SEARCH:
+            if any(t.get("type") == KNOWLEDGE_SEARCH for t in tools[:index]):
+                raise Invalid(f"{where}: an agent has one knowledge_search tool", code="TOOL_ALREADY_LINKED")
+            tools[index] = tool = _knowledge_search_tool_from(tool, where)
         names.add(tool["name"])
         ids.add(tool["id"])
     return tools
@@ -122,6 +160,17 @@ def _knowledge_base_tool_from(tool: dict, where: str) -> dict:
     return knowledge_base_tool(kb_id=config["knowledgeBaseId"], kb_name=str(config.get("knowledgeBaseName") or ""),
                                name=tool["name"], description=tool.get("description") or "", top_k=top_k,
                                min_score=min_score, tool_id=tool["id"])
+
+
+def _knowledge_search_tool_from(tool: dict, where: str) -> dict:
+    config = tool.get("config") if isinstance(tool.get("config"), dict) else {}
+    try:
+        max_results, min_score = check_knowledge_search_defaults(config.get("defaultMaxResults"),
+                                                                 config.get("defaultMinScore"))
+    except Invalid as err:
+        raise Invalid(f"{where}.config.{err.message}") from None
+    return knowledge_search_tool(name=tool["name"], description=tool.get("description") or KNOWLEDGE_SEARCH_DESCRIPTION,
+                                 max_results=max_results, min_score=min_score, tool_id=tool["id"])
 
 
 def _schema(tool: dict) -> dict:

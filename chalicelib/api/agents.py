@@ -3,6 +3,7 @@ from chalice import Blueprint, Response
 
 from chalicelib import limits
 from chalicelib.agents import FORMATS, invoke_tool, service
+from chalicelib.agents.tools import KNOWLEDGE_SEARCH
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, query_params
 from chalicelib.api.views import agent_view, audit_view, available_kb_view, tool_result_view
 from chalicelib.errors import Invalid
@@ -10,6 +11,7 @@ from chalicelib.validate import bool_field, name_and_description_changes, refuse
 
 blueprint = Blueprint(__name__)
 TOOL_FIELDS = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore"}
+ADD_TOOL_FIELDS = {"type", "toolName", "toolDescription", "defaultMaxResults", "defaultMinScore"}
 
 
 @blueprint.route("/agents", methods=["POST"])
@@ -93,6 +95,25 @@ def edit_knowledge_base_tool(principal, agent_id, tool_id):
         changes["toolDescription"] = string_field(body, "toolDescription", required=True,
                                                   max_length=limits.TOOL_DESCRIPTION_MAX_CHARS)
     return ok(service.edit_knowledge_base_tool(principal, agent_id, tool_id, changes))
+
+
+@blueprint.route("/agents/{agent_id}/tools", methods=["POST"])
+@authenticated(blueprint)
+def add_tool(principal, agent_id):
+    """A tool the service runs that is not a knowledge base's: knowledge_search."""
+    body = json_body(blueprint.current_request)
+    refuse_unknown(body, ADD_TOOL_FIELDS, f"is not a field of a tool; use {', '.join(sorted(ADD_TOOL_FIELDS))}")
+    kind = body.get("type")
+    if kind != KNOWLEDGE_SEARCH:
+        raise Invalid.field("type", f"must be {KNOWLEDGE_SEARCH} (link a knowledge base through"
+                                    " /agents/{agentId}/knowledge-base-tools)")
+    tool = service.add_knowledge_search(
+        principal, agent_id,
+        name=string_field(body, "toolName", required=False, max_length=limits.NAME_MAX_CHARS) or None,
+        description=string_field(body, "toolDescription", required=False,
+                                 max_length=limits.TOOL_DESCRIPTION_MAX_CHARS) or None,
+        max_results=body.get("defaultMaxResults"), min_score=body.get("defaultMinScore"))
+    return ok(tool, status=201)
 
 
 @blueprint.route("/agents/{agent_id}/tools/{tool_id}", methods=["DELETE"])

@@ -89,7 +89,7 @@ def create_entry(principal, kb_id):
         principal, kb_id, title=string_field(body, "title", required=True, max_length=limits.ENTRY_TITLE_MAX_CHARS),
         content=string_field(body, "content", required=True, max_length=limits.ENTRY_CONTENT_MAX_CHARS),
         metadata=_metadata(body))
-    return ok(entry_view(entry), status=201)
+    return ok(entry_view(entry), status=201 if entry.created else 200)
 
 
 @blueprint.route("/knowledge-search", methods=["GET"])

@@ -72,12 +72,14 @@ def upload_view(upload: Upload) -> dict:
 def entry_view(entry: Entry) -> dict:
     return {"id": entry.id, "knowledgeBaseId": entry.knowledge_base_id, "title": entry.title,
             "url": entry_url(entry.id), "chunks": entry.chunks, "tokens": entry.tokens,
-            "metadata": entry.metadata}
+            "metadata": entry.metadata, "level": entry.level or "individual", "type": entry.type,
+            "confidence": entry.confidence}
 
 
 def entry_hit_view(passage: Passage) -> dict:
+    """Seed 001's shape; score is the passage's cosine similarity to the query."""
     return {"title": passage.source, "url": entry_url(passage.document_id), "content": passage.content,
-            "score": round(min(1.0, max(0.0, passage.similarity)), 6)}
+            "score": round(min(1.0, max(0.0, passage.scores.vector or 0.0)), 6)}
 
 
 def passage_view(passage: Passage, debug: bool = False) -> dict:
@@ -116,7 +118,10 @@ KB_MISSING = {"success": False, "error": True, "message": "Knowledge base not fo
 
 
 def tool_result_view(run: ToolRun) -> dict:
-    """What a knowledge-base tool answers the model."""
+    """What a tool answers the model."""
+    if run.entries is not None:  # knowledge_search: seed 001's results
+        return {"success": True, "query": run.query, "resultCount": len(run.entries),
+                "results": [entry_hit_view(p) for p in run.entries]}
     if run.result is None:
         return dict(KB_MISSING)
     result = run.result

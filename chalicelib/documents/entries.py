@@ -1,5 +1,9 @@
-"""Text entries: prior answers kept as knowledge, searchable as soon as they are written."""
-from dataclasses import dataclass, replace
+"""Text entries: prior answers kept as knowledge, searchable as soon as they are written.
+An entry's content is stored once per knowledge base: posting it again answers the
+entry that holds it."""
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from chalicelib import limits
 from chalicelib.auth import Principal
@@ -22,42 +26,90 @@ class Entry:
     chunks: int
     tokens: int
     metadata: dict
+    created: bool = True  # False: the knowledge base held this content already
+    level: Optional[str] = None
+    type: Optional[str] = None
+    confidence: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What an entry says and what is known of it (extraction fills the optional part)."""
+    title: str
+    content: str
+    metadata: dict = field(default_factory=dict)
+    level: Optional[str] = None
+    type: Optional[str] = None
+    confidence: Optional[float] = None
+    agent_id: Optional[str] = None
+    provenance: Optional[dict] = None
 
 
 def entry_url(entry_id: str) -> str:
     return f"knowledge://entries/{entry_id}"
 
 
+def content_hash(content: str) -> str:
+    """The same content, whatever its surrounding and repeated whitespace."""
+    return hashlib.sha256(" ".join(content.split()).encode("utf-8")).hexdigest()
+
+
+def _existing(row: dict) -> Entry:
+    return Entry(id=row["id"], knowledge_base_id=row["kb_id"], title=row["title"], chunks=row["chunk_count"] or 0,
+                 tokens=row["token_count"] or 0, metadata=row["metadata"], created=False, level=row["level"],
+                 type=row["entry_type"], confidence=row["confidence"])
+
+
 def create_entry(principal: Principal, kb_id: str, *, title: str, content: str, metadata: dict) -> Entry:
-    """Chunk, embed and store an entry within the request (access.kb_to_write says who may)."""
+    return store_entry(principal, kb_id, Knowledge(title=title, content=content, metadata=metadata))
+
+
+def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[dict] = None) -> Entry:
+    """Chunk, embed and store an entry within the request (access.kb_to_write says who
+    may); the entry that holds the same content already, when there is one."""
+    digest = content_hash(item.content)
     with connection() as conn:
-        kb = kb_to_write(conn, principal, kb_id, "write entries")
-    chunks = chunk_document(Extracted(TEXT, [Section(content)]), kb["chunk_tokens"], kb["chunk_overlap"], metadata)
+        kb = kb or kb_to_write(conn, principal, kb_id, "write entries")
+        found = documents.entry_by_content(conn, kb_id, digest)
+    if found is not None:
+        return _existing(found)
+    chunks = chunk_document(Extracted(TEXT, [Section(item.content)]), kb["chunk_tokens"], kb["chunk_overlap"],
+                            item.metadata)
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
-        [f"{title}\n{c.content}" for c in chunks])
-    chunks = [replace(c, embedding=v, title=title) for c, v in zip(chunks, vectors)]
+        [f"{item.title}\n{c.content}" for c in chunks])
+    chunks = [replace(c, embedding=v, title=item.title) for c, v in zip(chunks, vectors)]
     entry_id = new_id("entry")
     with connection() as conn, conn.transaction():
-        documents.insert_entry(conn, entry_id=entry_id, kb_id=kb_id, title=title, user_id=principal.user_id,
-                               metadata=metadata, size_bytes=len(content.encode("utf-8")))
+        inserted = documents.insert_entry(
+            conn, entry_id=entry_id, kb_id=kb_id, title=item.title, user_id=principal.user_id,
+            metadata=item.metadata, size_bytes=len(item.content.encode("utf-8")), content_hash=digest,
+            level=item.level, entry_type=item.type, confidence=item.confidence, agent_id=item.agent_id,
+            provenance=[item.provenance] if item.provenance else [])
+        if not inserted:  # the same content, written by a concurrent request
+            return _existing(documents.entry_by_content(conn, kb_id, digest))
         chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb_id, dim=kb["embedding_dim"],
                                            chunks=chunks, page_count=None)
         audit.write(conn, principal, "create_entry", "document", entry_id,
-                    after={"knowledgeBaseId": kb_id, "title": title})
-    return Entry(id=entry_id, knowledge_base_id=kb_id, title=title, chunks=len(chunks),
-                 tokens=sum(c.token_count for c in chunks), metadata=metadata)
+                    after={"knowledgeBaseId": kb_id, "title": item.title})
+    return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
+                 tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
+                 type=item.type, confidence=item.confidence)
 
 
-def search_entries(principal: Principal, query: str, max_results: int) -> list[Passage]:
-    """The caller's own entries, the best passage per entry, hybrid-ranked."""
+def search_entries(principal: Principal, query: str, max_results: int,
+                   min_score: float = limits.KNOWLEDGE_MIN_SCORE.default) -> list[Passage]:
+    """The entries the caller may read (their own, their organisation's, public ones:
+    storage.scope.VISIBLE_ENTRY), the best passage per entry. Ordered and scored by the
+    passage's cosine similarity to the query, so a score means relevance whatever else
+    the knowledge bases hold, and nothing below min_score is answered."""
     with connection() as conn:
-        kb_ids = knowledge_bases.with_entries_by(conn, principal)
+        kb_ids = knowledge_bases.with_entries_for(conn, principal)
     if not kb_ids:
         return []
     answer = search(principal, SearchRequest(
         knowledge_base_ids=tuple(kb_ids), query=query, top_k=int(limits.TOP_K.high), strategy="hybrid",
-        filters=SearchFilters(entries_by=principal.user_id), max_tokens=int(limits.MAX_TOKENS.high)))
+        min_score=min_score, filters=SearchFilters(entries=True), max_tokens=int(limits.MAX_TOKENS.high)))
     best: dict[str, Passage] = {}
-    for passage in answer.passages:
+    for passage in sorted(answer.passages, key=lambda p: -(p.scores.vector or 0.0)):
         best.setdefault(passage.document_id, passage)
     return list(best.values())[:max_results]

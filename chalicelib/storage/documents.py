@@ -32,14 +32,50 @@ def upsert_pending(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filenam
     ).fetchone()
 
 
+ENTRY_COLUMNS = """id, kb_id, title, chunk_count, token_count, metadata, content_hash, level, entry_type,
+    confidence, agent_id, provenance, created_by, created_at"""
+
+
 def insert_entry(conn: psycopg.Connection, *, entry_id: str, kb_id: str, title: str, user_id: str,
-                 metadata: dict, size_bytes: int) -> None:
-    conn.execute(
+                 metadata: dict, size_bytes: int, content_hash: str, level: Optional[str] = None,
+                 entry_type: Optional[str] = None, confidence: Optional[float] = None,
+                 agent_id: Optional[str] = None, provenance: Optional[list] = None) -> bool:
+    """False (and nothing written) when the knowledge base holds an entry with this content."""
+    return conn.execute(
         "INSERT INTO documents (id, kb_id, s3_key, filename, title, kind, created_by, metadata,"
-        " content_type, size_bytes, status) VALUES (%s, %s, %s, %s, %s, 'entry', %s, %s, 'text/plain', %s,"
-        " 'PROCESSING')",
-        (entry_id, kb_id, f"entries/{entry_id}", title[:200], title, user_id, json.dumps(metadata), size_bytes),
-    )
+        " content_type, size_bytes, status, content_hash, level, entry_type, confidence, agent_id, provenance)"
+        " VALUES (%s, %s, %s, %s, %s, 'entry', %s, %s, 'text/plain', %s, 'PROCESSING', %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (kb_id, content_hash) WHERE kind = 'entry' AND content_hash IS NOT NULL DO NOTHING",
+        (entry_id, kb_id, f"entries/{entry_id}", title[:200], title, user_id, json.dumps(metadata), size_bytes,
+         content_hash, level, entry_type, confidence, agent_id, json.dumps(provenance or [])),
+    ).rowcount == 1
+
+
+def entry_by_content(conn: psycopg.Connection, kb_id: str, content_hash: str) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {ENTRY_COLUMNS} FROM documents WHERE kb_id = %s AND kind = 'entry' AND content_hash = %s",
+        (kb_id, content_hash)).fetchone()
+
+
+def get_entry(conn: psycopg.Connection, kb_id: str, entry_id: str, *, for_update: bool = False) -> Optional[dict]:
+    return conn.execute(
+        f"SELECT {ENTRY_COLUMNS} FROM documents WHERE id = %s AND kb_id = %s AND kind = 'entry'"
+        + (" FOR UPDATE" if for_update else ""), (entry_id, kb_id)).fetchone()
+
+
+def merge_into_entry(conn: psycopg.Connection, entry_id: str, *, provenance: dict, confidence: Optional[float],
+                     level: Optional[str]) -> None:
+    """Another sighting of an entry's knowledge: its provenance grows, its confidence is
+    the highest seen, its level the widest it was given."""
+    conn.execute(
+        "UPDATE documents SET provenance = provenance || jsonb_build_array(%s::jsonb),"
+        " confidence = greatest(confidence, %s),"
+        " level = CASE WHEN %s::text IS NULL THEN level"
+        "   WHEN array_position(ARRAY['individual','organisation','public'], %s::text)"
+        "      > coalesce(array_position(ARRAY['individual','organisation','public'], level), 0) THEN %s::text"
+        "   ELSE level END,"
+        " updated_at = now() WHERE id = %s AND kind = 'entry'",
+        (json.dumps(provenance), confidence, level, level, level, entry_id))
 
 
 def get(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:

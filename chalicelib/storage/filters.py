@@ -4,6 +4,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from chalicelib.storage.scope import VISIBLE_ENTRY
+
 # Bedrock's RetrievalFilter operators on one metadata attribute, and how each reads.
 COMPARISONS = ("equals", "notEquals", "greaterThan", "greaterThanOrEquals", "lessThan",
                "lessThanOrEquals", "in", "notIn", "startsWith", "listContains", "stringContains")
@@ -35,7 +37,7 @@ class SearchFilters:
     document_ids: tuple[str, ...] = ()
     metadata: dict = field(default_factory=dict)  # attribute values the chunk must contain
     expression: Optional[Expression] = None  # the `filter` field, in Bedrock's shape
-    entries_by: Optional[str] = None  # internal: the entries one user wrote
+    entries: bool = False  # internal: only the entries the caller may read (scope.VISIBLE_ENTRY)
 
 
 def _like_pattern(glob: str) -> str:
@@ -61,10 +63,9 @@ def filter_sql(filters: SearchFilters, params: dict) -> str:
         clauses.append("c.metadata @> %(f_metadata)s::jsonb")
     if filters.expression is not None:
         clauses.append(_expression_sql(filters.expression, params))
-    if filters.entries_by:
-        params["f_entries_by"] = filters.entries_by
-        clauses.append("c.document_id IN (SELECT f.id FROM documents f WHERE f.kb_id = ANY(%(kb_ids)s)"
-                       " AND f.kind = 'entry' AND f.created_by = %(f_entries_by)s)")
+    if filters.entries:  # expects the caller's %(user_id)s and %(org_id)s (scope.scope)
+        clauses.append("c.document_id IN (SELECT e.id FROM documents e WHERE e.kb_id = ANY(%(kb_ids)s)"
+                       f" AND {VISIBLE_ENTRY})")
     return "".join(f" AND {clause}" for clause in clauses)
 
 

@@ -8,7 +8,7 @@ import psycopg
 from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.ids import new_id
-from chalicelib.storage.scope import VISIBLE_KB, scope
+from chalicelib.storage.scope import VISIBLE_ENTRY, VISIBLE_KB, scope
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
@@ -86,11 +86,11 @@ def visible_names(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dic
     ).fetchall()}
 
 
-def with_entries_by(conn: psycopg.Connection, principal) -> list[str]:
-    """The visible knowledge bases holding entries the caller wrote."""
+def with_entries_for(conn: psycopg.Connection, principal) -> list[str]:
+    """The visible knowledge bases holding entries the caller may read (scope.VISIBLE_ENTRY)."""
     return [r["id"] for r in conn.execute(
-        f"SELECT DISTINCT kb.id FROM knowledge_bases kb JOIN documents d ON d.kb_id = kb.id"
-        f" WHERE d.kind = 'entry' AND d.created_by = %(user_id)s AND {VISIBLE_KB}",
+        f"SELECT DISTINCT kb.id FROM knowledge_bases kb JOIN documents e ON e.kb_id = kb.id"
+        f" WHERE {VISIBLE_ENTRY} AND {VISIBLE_KB}",
         scope(principal),
     ).fetchall()]
 

@@ -8,6 +8,12 @@ who may change what."""
 VISIBLE_KB = """(kb.owner_id = %(user_id)s
      OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s)
      OR kb.visibility = 'public')"""
+# An entry (a document of kind 'entry', alias e) by its level (seed 003): individual
+# ones (and those posted directly, without a level) reach the user who wrote them,
+# organisation ones the organisation, public ones whoever sees their knowledge base.
+VISIBLE_ENTRY = """(e.kind = 'entry' AND (e.created_by = %(user_id)s
+     OR (e.level = 'organisation' AND e.kb_id IN (SELECT o.id FROM knowledge_bases o WHERE o.org_id = %(org_id)s))
+     OR e.level = 'public'))"""
 # An agent belongs to its owner; the organisation's admins manage them all.
 OWN_AGENT = """(a.org_id = %(org_id)s AND (a.owner_id = %(user_id)s OR %(role)s = 'admin'))"""
 
