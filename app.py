@@ -4,10 +4,11 @@ import logging
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
-from chalicelib.api import agents, documents, edge, health, keys, knowledge_bases, mcp, search
+from chalicelib.api import agents, documents, edge, health, keys, knowledge, knowledge_bases, mcp, search
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.documents import reconcile, trigger
 from chalicelib.ingestion import steps
+from chalicelib.knowledge import jobs
 from chalicelib.storage import for_every_organisation
 from chalicelib.storage import migrate as migrations
 
@@ -21,6 +22,7 @@ app.register_blueprint(knowledge_bases)
 app.register_blueprint(documents)
 app.register_blueprint(search)
 app.register_blueprint(agents)
+app.register_blueprint(knowledge)
 app.register_blueprint(health)
 app.register_blueprint(keys)
 app.register_blueprint(mcp)
@@ -80,6 +82,12 @@ def pipeline_reconcile(event, context):
 @app.lambda_function(name="kb_search")
 def kb_search(event, context):
     return handle_kb_search(event)
+
+
+@app.lambda_function(name="knowledge_extract")
+def knowledge_extract(event, context):
+    """An extraction of a long conversation, invoked asynchronously by the API."""
+    return jobs.run(event)
 
 
 @app.lambda_function(name="migrate")

@@ -66,6 +66,11 @@ class Throttled(ServiceError):
         self.retry_after = retry_after
 
 
+class BadUpstream(ServiceError):
+    """A service we called answered something unusable (a language model's malformed output)."""
+    code = "BAD_UPSTREAM"
+
+
 class Unavailable(ServiceError):
     """A dependency does not answer (the health check's verdict, among others)."""
     code = "UNAVAILABLE"

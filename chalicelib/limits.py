@@ -66,6 +66,18 @@ ENTRY_SEARCH_RESULTS = Range(1, 20, 5)
 # a question about something no entry covers answers nothing rather than the nearest.
 KNOWLEDGE_MIN_SCORE = Range(MIN_SCORE.low, MIN_SCORE.high, 0.3)
 
+# Knowledge extracted from conversations (POST /agents/{agentId}/knowledge/extract)
+EXTRACT_MESSAGES_MAX = 1000
+EXTRACT_MESSAGE_MAX_CHARS = 100_000
+EXTRACT_TOTAL_MAX_CHARS = 1_000_000  # a conversation, all its messages
+# Longer conversations than this are extracted after the request answers (202 and a job
+# to poll): one model call over them can outlast API Gateway's 29 seconds.
+EXTRACT_SYNC_MAX_CHARS = 8_000
+EXTRACT_MIN_CONFIDENCE = Range(0.0, 1.0, 0.7)  # items the model is less sure of are dropped
+EXTRACT_MERGE_SIMILARITY = 0.8  # seed 003: an item this close to an entry is merged into it
+EXTRACT_MAX_ITEMS = 50  # per conversation; more are dropped
+ENTRY_TYPES = ("fact", "procedure", "preference", "decision", "insight", "event", "other")
+
 # Chunking, fixed per knowledge base at creation
 CHUNK_TOKENS = Range(50, 8000, 500)
 HNSW_MAX_DIMENSION = 2000  # pgvector's HNSW limit for the vector type

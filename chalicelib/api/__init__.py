@@ -3,8 +3,9 @@ from chalicelib.api.agents import blueprint as agents
 from chalicelib.api.documents import blueprint as documents
 from chalicelib.api.health import blueprint as health
 from chalicelib.api.keys import blueprint as keys
+from chalicelib.api.knowledge import blueprint as knowledge
 from chalicelib.api.knowledge_bases import blueprint as knowledge_bases
 from chalicelib.api.mcp import blueprint as mcp
 from chalicelib.api.search import blueprint as search
 
-__all__ = ["agents", "documents", "health", "keys", "knowledge_bases", "mcp", "search"]
+__all__ = ["agents", "documents", "health", "keys", "knowledge", "knowledge_bases", "mcp", "search"]

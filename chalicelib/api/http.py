@@ -26,6 +26,7 @@ STATUS: dict[type, int] = {
     errors.TooLarge: 413,
     errors.Unsupported: 415,
     errors.Throttled: 429,
+    errors.BadUpstream: 502,
     errors.Unavailable: 503,
 }
 

@@ -159,3 +159,18 @@ def key_view(row: dict) -> dict:
 
 def _expired(row: dict) -> bool:
     return row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc)
+
+
+def extraction_view(extraction) -> dict:
+    """What an extraction did (chalicelib.knowledge.Extraction): counts, and the ids."""
+    def item(o, *fields):
+        view = {"id": o.entry_id, "title": o.item.title, "content": o.item.content, "type": o.item.type,
+                "level": o.item.level, "confidence": o.item.confidence, "similarity": o.similarity,
+                "reason": o.reason}
+        return {k: view[k] for k in fields}
+    created, merged, dropped = (extraction.of(a) for a in ("created", "merged", "dropped"))
+    return {"knowledgeBaseId": extraction.knowledge_base_id, "model": extraction.model,
+            "counts": {"created": len(created), "merged": len(merged), "dropped": len(dropped)},
+            "created": [item(o, "id", "title", "type", "level", "confidence") for o in created],
+            "merged": [item(o, "id", "content", "similarity", "confidence") for o in merged],
+            "dropped": [item(o, "content", "confidence", "reason") for o in dropped]}

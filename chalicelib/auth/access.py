@@ -34,6 +34,15 @@ def may_write_kb(principal: Principal, kb: dict) -> bool:
         kb["org_id"] == principal.org_id and kb["visibility"] in ("org", "public"))
 
 
+ENTRY_LEVELS = ("individual", "organisation", "public")  # seed 003's, narrowest first
+
+
+def widest_entry_level(principal: Principal) -> str:
+    """The widest level of knowledge the caller may write: an editor's reaches its
+    organisation, only an admin publishes knowledge (a viewer writes none: may_write_kb)."""
+    return "public" if principal.is_admin else "organisation"
+
+
 def may_manage_kb(principal: Principal, kb: dict) -> bool:
     """Rename, change visibility, delete: the owner and the organisation's admins."""
     return kb["owner_id"] == principal.user_id or (principal.is_admin and kb["org_id"] == principal.org_id)

@@ -36,3 +36,24 @@ class TitanEmbeddingServer(LocalJsonServer):
         vector = fake_embedding(body["inputText"], body.get("dimensions", 1024))
         return 200, {"embedding": vector, "embeddingsByType": {"float": vector},
                      "inputTextTokenCount": len(body["inputText"].split())}
+
+
+class ConverseServer(LocalJsonServer):
+    """bedrock-runtime's Converse protocol (POST /model/{modelId}/converse): each request
+    is answered with the next of `answers`, the last one again once they run out."""
+
+    def __init__(self, answers: list[str]):
+        super().__init__()
+        self.answers = list(answers)
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        if not body.get("messages"):
+            return 400, {"__type": "ValidationException", "message": "messages are required"}
+        text = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return 200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+                     "stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+                     "metrics": {"latencyMs": 1}}

@@ -29,3 +29,19 @@ class OpenAIEmbeddingServer(LocalJsonServer):
                      "data": [{"object": "embedding", "index": i, "embedding": fake_embedding(t, self.dim)}
                               for i, t in enumerate(inputs)],
                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+
+class OpenAIChatServer(LocalJsonServer):
+    """The chat-completions protocol: each request is answered with the next of
+    `answers` (text the model would say), the last one again once they run out."""
+
+    def __init__(self, answers: list[str]):
+        super().__init__()
+        self.answers = list(answers)
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        text = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return 200, {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

@@ -1,0 +1,200 @@
+"""Knowledge extraction (issue 16) on real PostgreSQL, through the real `openai` client
+and boto3's Converse against local servers that speak those protocols."""
+import json
+import secrets
+
+import pytest
+
+from chalicelib.agents import service
+from chalicelib.api.views import extraction_view
+from chalicelib.auth import issue_key
+from chalicelib.documents import entries
+from chalicelib.errors import BadUpstream, Forbidden, Unavailable
+from chalicelib.knowledge import extract, jobs, parse_conversation
+from chalicelib.knowledge_bases import create_knowledge_base
+from chalicelib.storage import connection
+from chalicelib.storage import extraction_jobs as job_rows
+from tests.integration.bedrock_server import ConverseServer
+from tests.integration.openai_server import OpenAIChatServer
+
+CONVERSATION = [
+    {"role": "user", "content": "Remind me: when do we deploy to production, and how do I like my reports?"},
+    {"role": "assistant", "content": "Production deploys happen every Tuesday after the change review."
+                                     " You asked for reports as one-page PDFs."},
+    {"role": "user", "content": "Right. And we decided to move the billing service to Aurora in March."},
+]
+ITEMS = {"items": [
+    {"title": "Deploy day", "content": "Production deploys happen on Tuesdays after the change review.",
+     "type": "procedure", "level": "organisation", "confidence": 0.95},
+    {"title": "Report format", "content": "The user wants reports as one-page PDF files.",
+     "type": "preference", "level": "individual", "confidence": 0.9},
+    {"title": "Billing database", "content": "The billing service moves to Aurora PostgreSQL in March.",
+     "type": "decision", "level": "public", "confidence": 0.85},
+    {"title": "Weather", "content": "It might rain later today.", "type": "fact", "level": "individual",
+     "confidence": 0.2},
+]}
+
+
+@pytest.fixture
+def team(service_env):
+    org = f"org-{secrets.token_hex(4)}"
+    admin, _ = issue_key(org, "ann")
+    editor, _ = issue_key(org, "ed", role="editor")
+    kb = create_knowledge_base(editor, name="Team knowledge", description="", visibility="org")
+    existing = entries.create_entry(editor, kb["id"], title="Deploys",
+                                    content="Production deploys happen every Tuesday after the change review.",
+                                    metadata={})
+    agent = service.create_agent(editor, name="Assistant", description="", tools=[])
+    return {"admin": admin, "editor": editor, "kb": kb, "existing": existing, "agent": agent}
+
+
+@pytest.fixture
+def openai_llm(monkeypatch):
+    def serve(*answers):
+        server = OpenAIChatServer([a if isinstance(a, str) else json.dumps(a) for a in answers]).__enter__()
+        monkeypatch.setenv("LLM_PROVIDER", "openai")
+        monkeypatch.setenv("LLM_MODEL", "gpt-local")
+        monkeypatch.setenv("LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("LLM_API_KEY", "sk-local")
+        servers.append(server)
+        return server
+    servers = []
+    yield serve
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def _conversation(kb_id, **extra):
+    return parse_conversation({"messages": CONVERSATION, "knowledgeBaseId": kb_id, **extra})
+
+
+def _entries(kb_id) -> dict:
+    with connection() as conn:
+        rows = conn.execute("SELECT id, level, entry_type, confidence, provenance, agent_id FROM documents"
+                            " WHERE kb_id = %s AND kind = 'entry'", (kb_id,)).fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def test_without_a_model_the_answer_is_llm_not_configured(team, monkeypatch):
+    monkeypatch.delenv("LLM_PROVIDER", raising=False)
+    with pytest.raises(Unavailable) as err:
+        extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"]))
+    assert err.value.code == "LLM_NOT_CONFIGURED"
+
+
+def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, openai_llm):
+    server = openai_llm(ITEMS)
+    result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    assert result["counts"] == {"created": 2, "merged": 1, "dropped": 1}
+    assert result["merged"][0]["id"] == team["existing"].id and result["merged"][0]["similarity"] >= 0.8
+    assert result["dropped"][0]["content"] == "It might rain later today."
+    stored = _entries(team["kb"]["id"])
+    assert len(stored) == 3  # the existing one and two new; the deploy day merged, not duplicated
+    merged = stored[team["existing"].id]
+    assert merged["provenance"][0]["agentId"] == team["agent"]["id"]
+    assert merged["provenance"][0]["content"] == ITEMS["items"][0]["content"]
+    created = {c["title"]: c for c in result["created"]}
+    assert created["Billing database"]["level"] == "organisation"  # an editor publishes nothing
+    assert created["Report format"]["level"] == "individual" and created["Report format"]["type"] == "preference"
+    row = stored[created["Billing database"]["id"]]
+    assert row["entry_type"] == "decision" and row["agent_id"] == team["agent"]["id"]
+    # The model got the conversation through the real client, in the chat protocol.
+    sent = server.requests[0]
+    assert sent["model"] == "gpt-local" and sent["messages"][0]["role"] == "system"
+    assert "Aurora in March" in sent["messages"][-1]["content"]
+    # What was learnt is found by knowledge_search: the organisation's by a colleague.
+    colleague, _ = issue_key(_org_name(team), "cy", role="editor")
+    found = entries.search_entries(colleague, "which database will billing use?", 5)
+    assert [p.document_id for p in found][:1] == [created["Billing database"]["id"]]
+    assert created["Report format"]["id"] not in [p.document_id for p in
+                                                   entries.search_entries(colleague, "report format pdf", 5)]
+    # The same conversation again: everything merges into what is there.
+    openai_llm(ITEMS)
+    again = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    assert again["counts"] == {"created": 0, "merged": 3, "dropped": 1}
+    assert len(_entries(team["kb"]["id"])) == 3
+
+
+def _org_name(team) -> str:
+    with connection() as conn:
+        return conn.execute("SELECT name FROM organizations WHERE id = %s",
+                            (team["editor"].org_id,)).fetchone()["name"]
+
+
+def test_an_admin_may_publish_and_min_confidence_is_the_callers(team, openai_llm):
+    openai_llm(ITEMS)
+    result = extraction_view(extract(team["admin"], team["agent"]["id"],
+                                     _conversation(team["kb"]["id"], minConfidence=0.88)))
+    # The editor's deploy entry was posted without a level (individual): the admin does not
+    # read it, so nothing merges into it.
+    assert {c["title"]: c["level"] for c in result["created"]} == {"Report format": "individual",
+                                                                   "Deploy day": "organisation"}
+    assert {d["content"] for d in result["dropped"]} == {"It might rain later today.",
+                                                         ITEMS["items"][2]["content"]}
+    openai_llm(ITEMS)
+    published = extraction_view(extract(team["admin"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    assert {c["title"]: c["level"] for c in published["created"]} == {"Billing database": "public"}
+
+
+def test_malformed_output_is_asked_again_once_then_refused_with_nothing_stored(team, openai_llm):
+    before = _entries(team["kb"]["id"])
+    server = openai_llm("Sure! Here is what I found: deploys on Tuesdays.", {"items": [{"content": "x"}]})
+    with pytest.raises(BadUpstream) as err:
+        extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"]))
+    assert err.value.code == "LLM_OUTPUT_INVALID" and "confidence" in err.value.message
+    assert len(server.requests) == 2 and "not the JSON object" in server.requests[1]["messages"][-1]["content"]
+    assert _entries(team["kb"]["id"]) == before
+    # Malformed once, then right: stored.
+    server = openai_llm("not json", "```json\n" + json.dumps(ITEMS) + "\n```")
+    result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    assert len(server.requests) == 2 and result["counts"]["created"] == 2
+
+
+def test_viewers_and_strangers_extract_nothing(team, openai_llm):
+    openai_llm(ITEMS)
+    viewer, _ = issue_key(_org_name(team), "vic", role="viewer")
+    with pytest.raises(Exception) as err:
+        extract(viewer, team["agent"]["id"], _conversation(team["kb"]["id"]))
+    assert err.value.code == "NOT_FOUND"  # a viewer manages no agent
+    stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "zed")
+    own_agent = service.create_agent(stranger, name="Mine", description="", tools=[])
+    with pytest.raises(Exception) as err:
+        extract(stranger, own_agent["id"], _conversation(team["kb"]["id"]))
+    assert err.value.code == "NOT_FOUND"  # another organisation's knowledge base
+    private = create_knowledge_base(team["admin"], name="Private", description="")
+    with pytest.raises(Exception) as err:  # the admin's private knowledge base: not even seen
+        extract(team["editor"], team["agent"]["id"], _conversation(private["id"]))
+    assert err.value.code == "NOT_FOUND"
+    theirs = create_knowledge_base(stranger, name="Open", description="", visibility="public")
+    with pytest.raises(Forbidden):  # another organisation's public one: searched, not written
+        extract(team["editor"], team["agent"]["id"], _conversation(theirs["id"]))
+
+
+def test_through_bedrock_converse(team, monkeypatch, local_env):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(name, local_env[name])
+    with ConverseServer([json.dumps(ITEMS)]) as server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", server.endpoint_url)
+        monkeypatch.setenv("LLM_PROVIDER", "bedrock")
+        monkeypatch.setenv("LLM_MODEL", "anthropic.claude-3-haiku-20240307-v1:0")
+        result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    assert result["counts"] == {"created": 2, "merged": 1, "dropped": 1}
+    assert result["model"] == "bedrock:anthropic.claude-3-haiku-20240307-v1:0"
+    assert server.paths[0].endswith("/converse") and server.requests[0]["system"][0]["text"].startswith("You extract")
+
+
+def test_a_job_runs_once_and_keeps_its_result(team, openai_llm):
+    openai_llm(ITEMS)
+    conversation = _conversation(team["kb"]["id"])
+    with connection() as conn:
+        job = job_rows.insert(conn, team["editor"], job_id=f"job_{secrets.token_hex(8)}",
+                              agent_id=team["agent"]["id"], request=conversation.as_json())
+    assert jobs.get(team["editor"], team["agent"]["id"], job["id"])["status"] == "PENDING"
+    assert jobs.run({"jobId": job["id"], "orgId": team["editor"].org_id})["status"] == "SUCCEEDED"
+    assert jobs.run({"jobId": job["id"], "orgId": team["editor"].org_id})["ran"] is False
+    done = jobs.job_view(jobs.get(team["editor"], team["agent"]["id"], job["id"]))
+    assert done["status"] == "SUCCEEDED" and done["result"]["counts"] == {"created": 2, "merged": 1, "dropped": 1}
+    stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "zed")
+    with pytest.raises(Exception) as err:
+        jobs.get(stranger, team["agent"]["id"], job["id"])
+    assert err.value.code == "NOT_FOUND"
