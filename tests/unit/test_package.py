@@ -60,7 +60,7 @@ class _NoPolicies:
 def test_every_handler_the_template_names_exists(template):
     app = importlib.import_module("app")
     handlers = {res["Properties"]["Handler"] for res in package.functions(template).values()}
-    assert len(handlers) == 11
+    assert len(handlers) == 12
     for handler in handlers:
         module, attribute = handler.split(".")
         assert module == "app" and callable(getattr(app, attribute)), handler

@@ -1,0 +1,135 @@
+"""Issue 16 through the deployed stack over HTTP: entries de-duplicate, knowledge_search
+is an agent tool, and knowledge is extracted from conversations, a long one by the
+knowledge_extract function after a 202. The chat model is a local server that speaks
+the OpenAI protocol, reached by the functions' real `openai` client (LLM_BASE_URL)."""
+import json
+import secrets
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.openai_server import OpenAIChatServer
+
+sys.path.insert(0, str(ROOT / "infra"))
+from deploy import wait_until_updated  # noqa: E402
+
+LLM_FUNCTIONS = ("kb-service-api", "kb-service-knowledge-extract")
+ITEMS = {"items": [
+    {"title": "Deploy day", "content": "Production deploys happen on Tuesdays after the change review.",
+     "type": "procedure", "level": "organisation", "confidence": 0.95},
+    {"title": "Weather", "content": "It might rain later today.", "type": "fact", "level": "individual",
+     "confidence": 0.2},
+]}
+
+
+def _set_llm(lambda_client, variables: dict) -> None:
+    for name in LLM_FUNCTIONS:
+        current = lambda_client.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
+        current = {k: v for k, v in current.items() if not k.startswith("LLM_")}
+        lambda_client.update_function_configuration(FunctionName=name,
+                                                    Environment={"Variables": {**current, **variables}})
+        wait_until_updated(lambda_client, name)
+
+
+@pytest.fixture(scope="module")
+def chat_model(lambda_client):
+    with OpenAIChatServer([json.dumps(ITEMS)]) as server:
+        try:
+            _set_llm(lambda_client, {"LLM_PROVIDER": "openai", "LLM_MODEL": "gpt-local",
+                                     "LLM_BASE_URL": server.base_url, "LLM_API_KEY": "sk-local"})
+            yield server
+        finally:
+            _set_llm(lambda_client, {"LLM_PROVIDER": "", "LLM_MODEL": "", "LLM_BASE_URL": ""})
+
+
+@pytest.fixture(scope="module")
+def learner(api):
+    kb = api.call("POST", "/knowledge-bases", {"name": f"Learnt {secrets.token_hex(3)}"}).json()["data"]
+    agent = api.call("POST", "/agents", {"name": "Learner"}).json()["data"]
+    yield kb, agent
+    api.call("DELETE", f"/agents/{agent['id']}")
+    api.call("DELETE", f"/knowledge-bases/{kb['id']}")
+
+
+def test_an_entry_posted_twice_is_one_entry(api, learner):
+    kb, _ = learner
+    body = {"title": "Otters", "content": "Sea otters hold hands while they sleep."}
+    first = api.call("POST", f"/knowledge-bases/{kb['id']}/entries", body)
+    again = api.call("POST", f"/knowledge-bases/{kb['id']}/entries", body)
+    assert first.status_code == 201 and again.status_code == 200, again.text
+    assert again.json()["data"]["id"] == first.json()["data"]["id"]
+
+
+def test_knowledge_search_as_a_tool(api, learner, stranger):
+    kb, agent = learner
+    api.call("POST", f"/knowledge-bases/{kb['id']}/entries",
+             {"title": "Grid storage costs", "content": "Utility-scale battery storage costs fell by about 80"
+                                                        " percent between 2013 and 2023."})
+    answer = api.call("POST", f"/agents/{agent['id']}/tools", {"type": "knowledge_search"})
+    assert answer.status_code == 201, answer.text
+    tool = answer.json()["data"]
+    assert api.call("POST", f"/agents/{agent['id']}/tools", {"type": "knowledge_search"}).json()["error"]["code"] \
+        == "TOOL_ALREADY_LINKED"
+    bad = api.call("POST", f"/agents/{agent['id']}/tools", {"type": "calculator"})
+    assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("type:")
+    openai = api.call("GET", f"/agents/{agent['id']}/tools?format=openai").json()["data"]
+    assert "knowledge_search" in [t["function"]["name"] for t in openai]
+    mcp = api.call("GET", f"/agents/{agent['id']}/tools?format=mcp").json()["data"]["tools"]
+    assert "knowledge_search" in [t["name"] for t in mcp]
+    run = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
+                   {"query": "how much cheaper did battery storage get?"}).json()
+    assert run["success"] is True and run["results"][0]["title"] == "Grid storage costs"
+    assert run["results"][0]["url"].startswith("knowledge://entries/") and 0.3 <= run["results"][0]["score"] <= 1
+    nothing = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
+                       {"query": "a banana and strawberry smoothie recipe"}).json()
+    assert nothing["resultCount"] == 0
+    assert stranger.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
+                         {"query": "battery storage"}).status_code == 404
+
+
+def test_extraction_without_a_model_says_so(api, learner):
+    kb, agent = learner
+    answer = api.call("POST", f"/agents/{agent['id']}/knowledge/extract",
+                      {"messages": [{"role": "user", "content": "We deploy on Tuesdays."}], "knowledgeBaseId": kb["id"]})
+    assert answer.status_code == 503 and answer.json()["error"]["code"] == "LLM_NOT_CONFIGURED", answer.text
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"knowledgeBaseId": "kb_x"}, "messages"),
+    ({"messages": [{"role": "robot", "content": "hi"}], "knowledgeBaseId": "kb_x"}, "messages[0].role"),
+    ({"messages": [{"role": "user", "content": "hi"}]}, "knowledgeBaseId"),
+    ({"messages": [{"role": "user", "content": "hi"}], "knowledgeBaseId": "kb_x", "minConfidence": 2}, "minConfidence"),
+    ({"messages": [{"role": "user", "content": "hi"}], "knowledgeBaseId": "kb_x", "model": "gpt"}, "model"),
+])
+def test_extraction_input_is_checked(api, learner, body, field):
+    _, agent = learner
+    answer = api.call("POST", f"/agents/{agent['id']}/knowledge/extract", body)
+    assert answer.status_code == 400 and answer.json()["error"]["message"].startswith(field), answer.text
+
+
+def test_extraction_short_and_long(api, learner, chat_model):
+    kb, agent = learner
+    messages = [{"role": "user", "content": "When do we deploy?"},
+                {"role": "assistant", "content": "Production deploys happen every Tuesday after the change review."}]
+    answer = api.call("POST", f"/agents/{agent['id']}/knowledge/extract", {"messages": messages, "knowledgeBaseId": kb["id"]})
+    assert answer.status_code == 200, answer.text
+    data = answer.json()["data"]
+    assert data["counts"] == {"created": 1, "merged": 0, "dropped": 1} and data["model"] == "openai:gpt-local"
+    entry_id = data["created"][0]["id"]
+    # A long conversation: 202, and the job to poll, which merges into what the first made.
+    long = messages + [{"role": "user", "content": "Let me paste the whole release log. " + "Release notes. " * 700}]
+    answer = api.call("POST", f"/agents/{agent['id']}/knowledge/extract", {"messages": long, "knowledgeBaseId": kb["id"]})
+    assert answer.status_code == 202, answer.text
+    job = answer.json()["data"]
+    assert job["status"] in ("PENDING", "RUNNING", "SUCCEEDED")
+    deadline = time.monotonic() + 90
+    while job["status"] in ("PENDING", "RUNNING") and time.monotonic() < deadline:
+        time.sleep(1)
+        job = api.call("GET", job["statusUrl"]).json()["data"]
+    assert job["status"] == "SUCCEEDED", job
+    assert job["result"]["counts"] == {"created": 0, "merged": 1, "dropped": 1}
+    assert job["result"]["merged"][0]["id"] == entry_id
+    assert any("Release notes." in m["content"] for r in chat_model.requests for m in r["messages"])
+    assert api.call("GET", f"/agents/{agent['id']}/knowledge/extract/job_nothere").status_code == 404
