@@ -78,6 +78,13 @@ EXTRACT_MERGE_SIMILARITY = 0.8  # seed 003: an item this close to an entry is me
 EXTRACT_MAX_ITEMS = 50  # per conversation; more are dropped
 ENTRY_TYPES = ("fact", "procedure", "preference", "decision", "insight", "event", "other")
 
+# Context assembly (POST /agents/{agentId}/context): the message's length, and how the
+# token budget is shared between the agent's knowledge-base tools and its knowledge
+# entries unless the caller says (what one leaves unused goes to the other).
+CONTEXT_MESSAGE_MAX_CHARS = 8000
+CONTEXT_ALLOCATION = {"knowledgeBases": 0.7, "knowledge": 0.3}
+CONTEXT_KNOWLEDGE_RESULTS = 10  # knowledge entries considered
+
 # Chunking, fixed per knowledge base at creation
 CHUNK_TOKENS = Range(50, 8000, 500)
 HNSW_MAX_DIMENSION = 2000  # pgvector's HNSW limit for the vector type

@@ -1,11 +1,11 @@
 """Running a knowledge-base tool for an agent runtime. The answer is the tool
 result the model reads; a deleted knowledge base is a readable failure, not a crash."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from chalicelib import limits
 from chalicelib.agents.tools import (KNOWLEDGE_BASE, KNOWLEDGE_SEARCH, KNOWLEDGE_SEARCH_PARAMETERS, PARAMETERS,
-                                     check_defaults, check_knowledge_search_defaults)
+                                     check_defaults, check_knowledge_search_defaults, settings_of)
 from chalicelib.auth import Principal
 from chalicelib.documents.entries import search_entries
 from chalicelib.errors import Invalid, NotFound
@@ -35,10 +35,12 @@ def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
     except Invalid:  # a tool stored before its defaults were checked: the service's own
         top_k, min_score = None, None
     try:
-        return parse_search_request([kb_id], arguments, top_k_default=top_k, min_score_default=min_score,
-                                    whole_floats=True)
+        request = parse_search_request([kb_id], arguments, top_k_default=top_k, min_score_default=min_score,
+                                       whole_floats=True)
     except Invalid as err:
         raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
+    strategy, max_tokens, rerank = settings_of(tool)  # the tool's, not the model's to choose
+    return replace(request, strategy=strategy, max_tokens=max_tokens, rerank=rerank)
 
 
 def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) -> ToolRun:

@@ -12,20 +12,26 @@ from chalicelib.ids import new_id
 from chalicelib.storage import agents, audit, connection, knowledge_bases
 
 
-_PUBLIC = {"name": "name", "description": "description", "available_tools": "availableTools"}
+_PUBLIC = {"name": "name", "description": "description", "available_tools": "availableTools",
+           "knowledge_mode": "knowledgeMode"}
+# How an agent's runtime gets knowledge: "tool", the model calls the knowledge tools; "auto",
+# the runtime asks POST /agents/{agentId}/context each turn, and the tool lists given to
+# the model leave the knowledge tools out.
+KNOWLEDGE_MODES = ("tool", "auto")
 
 
 def _not_found(agent_id: str) -> NotFound:
     return NotFound.thing("agent", agent_id)
 
 
-def create_agent(principal: Principal, *, name: str, description: str, tools: list) -> dict:
+def create_agent(principal: Principal, *, name: str, description: str, tools: list,
+                 knowledge_mode: str = "tool") -> dict:
     require_writer(principal, "create agents")
     tools = kbtools.check_tools_array(tools)
     with connection() as conn, conn.transaction():
         _check_links(conn, principal, tools)
         row = agents.insert(conn, principal, agent_id=new_id("agent"), name=name,
-                            description=description, tools=tools)
+                            description=description, tools=tools, knowledge_mode=knowledge_mode)
         _audit(conn, principal, "create_agent", row["id"], after=_public(row, _PUBLIC))
     return row
 
@@ -114,9 +120,11 @@ def available_knowledge_bases(principal: Principal, agent_id: str) -> tuple[list
 
 
 def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quick_add: bool,
-                        name: Optional[str], description: Optional[str], top_k, min_score) -> dict:
+                        name: Optional[str], description: Optional[str], top_k, min_score,
+                        strategy=None, max_tokens=None, rerank=None) -> dict:
     require_writer(principal, "link knowledge bases to agents")
     top_k, min_score = kbtools.check_defaults(top_k, min_score)
+    strategy, max_tokens, rerank = kbtools.check_settings(strategy, max_tokens, rerank)
     with connection() as conn, conn.transaction():
         agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
@@ -138,7 +146,8 @@ def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quic
                 raise Invalid.field("toolDescription", "is required (or send quickAdd: true)")
             name = kbtools.check_name(name, taken)
         tool = kbtools.knowledge_base_tool(kb_id=kb_id, kb_name=kb["name"], name=name, description=description,
-                                           top_k=top_k, min_score=min_score)
+                                           top_k=top_k, min_score=min_score, strategy=strategy,
+                                           max_tokens=max_tokens, rerank=rerank)
         agents.update(conn, principal, agent_id, {"available_tools": tools + [tool]})
         _audit(conn, principal, "link_knowledge_base", agent_id, tool_id=tool["id"], after=tool)
     return tool
@@ -187,6 +196,9 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
         top_k, min_score = kbtools.check_defaults(changes.get("defaultTopK", before["config"]["defaultTopK"]),
                                                   changes.get("defaultMinScore", before["config"]["defaultMinScore"]))
         after = kbtools.with_defaults(after, top_k, min_score)
+        strategy, max_tokens, rerank = kbtools.settings_of(before)
+        after = kbtools.with_settings(after, *kbtools.check_settings(
+            changes.get("strategy", strategy), changes.get("maxTokens", max_tokens), changes.get("rerank", rerank)))
         tools = tools[:index] + [after] + tools[index + 1:]
         agents.update(conn, principal, agent_id, {"available_tools": tools})
         _audit(conn, principal, "edit_knowledge_base_tool", agent_id, tool_id=tool_id, before=before, after=after)
@@ -242,8 +254,12 @@ def _unnamed(tool):
 
 
 def tool_definitions(principal: Principal, agent_id: str, fmt: str):
+    """The tools as an LLM API takes them; an agent in knowledgeMode auto gets its
+    knowledge from the context endpoint, so its knowledge tools are left out."""
     convert = kbtools.FORMATS[fmt]
-    definitions = [convert(t) for t in list_tools(principal, agent_id)]
+    auto = get_agent(principal, agent_id)["knowledge_mode"] == "auto"
+    definitions = [convert(t) for t in list_tools(principal, agent_id)
+                   if not (auto and t.get("type") in (KNOWLEDGE_BASE, KNOWLEDGE_SEARCH))]
     return {"tools": definitions} if fmt == "mcp" else definitions
 
 

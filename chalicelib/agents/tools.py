@@ -6,6 +6,7 @@ from typing import Optional
 
 from chalicelib import limits
 from chalicelib.errors import Conflict, Invalid
+from chalicelib.retrieval.model import STRATEGIES
 from chalicelib.validate import int_field, number_field
 
 KNOWLEDGE_BASE = "knowledge_base"
@@ -57,8 +58,29 @@ def check_defaults(top_k, min_score) -> tuple[int, float]:
             number_field(min_score, "defaultMinScore", limits.TOOL_MIN_SCORE))
 
 
+def check_settings(strategy, max_tokens, rerank) -> tuple[str, int, bool]:
+    """How a knowledge-base tool searches (None: the service's defaults): strategy,
+    maxTokens (its passages' budget) and rerank."""
+    strategy = limits.DEFAULT_STRATEGY if strategy is None else strategy
+    if strategy not in STRATEGIES:
+        raise Invalid.field("strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if rerank is not None and not isinstance(rerank, bool):
+        raise Invalid.field("rerank", "must be true or false")
+    return strategy, int_field(max_tokens, "maxTokens", limits.MAX_TOKENS), bool(rerank)
+
+
+def settings_of(tool: dict) -> tuple[str, int, bool]:
+    """A tool's settings; a tool stored before they existed (or with bad ones) gets the defaults."""
+    config = tool.get("config") or {}
+    try:
+        return check_settings(config.get("strategy"), config.get("maxTokens"), config.get("rerank"))
+    except Invalid:
+        return check_settings(None, None, None)
+
+
 def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str, top_k: int,
-                        min_score: float, tool_id: Optional[str] = None) -> dict:
+                        min_score: float, tool_id: Optional[str] = None, strategy: str = limits.DEFAULT_STRATEGY,
+                        max_tokens: int = int(limits.MAX_TOKENS.default), rerank: bool = False) -> dict:
     return {
         "id": tool_id or f"tool_kb_{secrets.token_hex(8)}",
         "name": name,
@@ -76,7 +98,8 @@ def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str
             "required": ["query"],
         },
         "config": {"knowledgeBaseId": kb_id, "knowledgeBaseName": kb_name,
-                   "defaultTopK": top_k, "defaultMinScore": min_score},
+                   "defaultTopK": top_k, "defaultMinScore": min_score,
+                   "strategy": strategy, "maxTokens": max_tokens, "rerank": rerank},
     }
 
 
@@ -104,6 +127,10 @@ def knowledge_search_tool(*, name: str = KNOWLEDGE_SEARCH, description: str = KN
         },
         "config": {"defaultMaxResults": max_results, "defaultMinScore": min_score},
     }
+
+
+def with_settings(tool: dict, strategy: str, max_tokens: int, rerank: bool) -> dict:
+    return {**tool, "config": {**tool["config"], "strategy": strategy, "maxTokens": max_tokens, "rerank": rerank}}
 
 
 def with_defaults(tool: dict, top_k: int, min_score: float) -> dict:
@@ -155,11 +182,14 @@ def _knowledge_base_tool_from(tool: dict, where: str) -> dict:
         raise Invalid.field(f"{where}.config.knowledgeBaseId", "is required")
     try:
         top_k, min_score = check_defaults(config.get("defaultTopK"), config.get("defaultMinScore"))
+        strategy, max_tokens, rerank = check_settings(config.get("strategy"), config.get("maxTokens"),
+                                                      config.get("rerank"))
     except Invalid as err:
         raise Invalid(f"{where}.config.{err.message}") from None
     return knowledge_base_tool(kb_id=config["knowledgeBaseId"], kb_name=str(config.get("knowledgeBaseName") or ""),
                                name=tool["name"], description=tool.get("description") or "", top_k=top_k,
-                               min_score=min_score, tool_id=tool["id"])
+                               min_score=min_score, tool_id=tool["id"], strategy=strategy, max_tokens=max_tokens,
+                               rerank=rerank)
 
 
 def _knowledge_search_tool_from(tool: dict, where: str) -> dict:

@@ -5,12 +5,14 @@ from chalicelib import limits
 from chalicelib.agents import FORMATS, invoke_tool, service
 from chalicelib.agents.tools import KNOWLEDGE_SEARCH
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, query_params
-from chalicelib.api.views import agent_view, audit_view, available_kb_view, tool_result_view
+from chalicelib.agents import context
+from chalicelib.api.views import agent_view, audit_view, available_kb_view, context_view, tool_result_view
 from chalicelib.errors import Invalid
-from chalicelib.validate import bool_field, name_and_description_changes, refuse_unknown, string_field
+from chalicelib.validate import (bool_field, choice_field, name_and_description_changes, refuse_unknown,
+                                 string_field)
 
 blueprint = Blueprint(__name__)
-TOOL_FIELDS = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore"}
+TOOL_FIELDS = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore", "strategy", "maxTokens", "rerank"}
 ADD_TOOL_FIELDS = {"type", "toolName", "toolDescription", "defaultMaxResults", "defaultMinScore"}
 
 
@@ -21,7 +23,8 @@ def create_agent(principal):
     agent = service.create_agent(
         principal, name=string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS),
         description=string_field(body, "description", required=False, max_length=limits.DESCRIPTION_MAX_CHARS),
-        tools=body.get("availableTools", []))
+        tools=body.get("availableTools", []),
+        knowledge_mode=choice_field(body, "knowledgeMode", service.KNOWLEDGE_MODES, "tool"))
     return ok(agent_view(agent), status=201)
 
 
@@ -41,11 +44,13 @@ def get_agent(principal, agent_id):
 @authenticated(blueprint)
 def update_agent(principal, agent_id):
     body = json_body(blueprint.current_request)
-    refuse_unknown(body, {"name", "description", "availableTools"},
-                   "cannot be changed; use name, description or availableTools")
+    refuse_unknown(body, {"name", "description", "availableTools", "knowledgeMode"},
+                   "cannot be changed; use name, description, availableTools or knowledgeMode")
     changes = name_and_description_changes(body)
     if "availableTools" in body:
         changes["available_tools"] = body["availableTools"]
+    if "knowledgeMode" in body:
+        changes["knowledge_mode"] = choice_field(body, "knowledgeMode", service.KNOWLEDGE_MODES, "tool")
     return ok(agent_view(service.update_agent(principal, agent_id, changes)))
 
 
@@ -74,7 +79,8 @@ def link_knowledge_base(principal, agent_id):
         name=string_field(body, "toolName", required=False, max_length=limits.NAME_MAX_CHARS) or None,
         description=string_field(body, "toolDescription", required=False,
                                  max_length=limits.TOOL_DESCRIPTION_MAX_CHARS) or None,
-        top_k=body.get("defaultTopK"), min_score=body.get("defaultMinScore"))
+        top_k=body.get("defaultTopK"), min_score=body.get("defaultMinScore"),
+        strategy=body.get("strategy"), max_tokens=body.get("maxTokens"), rerank=body.get("rerank"))
     return ok(tool, status=201)
 
 
@@ -85,9 +91,12 @@ def edit_knowledge_base_tool(principal, agent_id, tool_id):
     refuse_unknown(body, TOOL_FIELDS, f"cannot be changed; use {', '.join(sorted(TOOL_FIELDS))}")
     if not body:
         raise Invalid.field("body", f"send at least one of {', '.join(sorted(TOOL_FIELDS))}")
-    for name in ("defaultTopK", "defaultMinScore"):
+    for name in ("defaultTopK", "defaultMinScore", "maxTokens"):
         if name in body and body[name] is None:
             raise Invalid.field(name, "must be a number")
+    for name in ("strategy", "rerank"):
+        if name in body and body[name] is None:
+            raise Invalid.field(name, "must not be null")
     changes = dict(body)
     if "toolName" in body:
         changes["toolName"] = string_field(body, "toolName", required=True, max_length=limits.NAME_MAX_CHARS)
@@ -138,6 +147,14 @@ def list_tools(principal, agent_id):
 @authenticated(blueprint)
 def audit_log(principal, agent_id):
     return ok({"items": [audit_view(r) for r in service.audit_log(principal, agent_id)]})
+
+
+@blueprint.route("/agents/{agent_id}/context", methods=["POST"])
+@authenticated(blueprint)
+def assemble_context(principal, agent_id):
+    """Passages for the agent's next turn within maxTokens, shared as allocation says."""
+    request = context.parse_context_request(json_body(blueprint.current_request))
+    return ok(context_view(context.assemble(principal, agent_id, request)))
 
 
 @blueprint.route("/agents/{agent_id}/tools/{tool_id}/invoke", methods=["POST"])

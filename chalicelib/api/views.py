@@ -138,6 +138,7 @@ def tool_result_view(run: ToolRun) -> dict:
 def agent_view(row: dict) -> dict:
     return {"id": row["id"], "name": row["name"], "description": row["description"],
             "ownerId": row["owner_id"], "availableTools": row["available_tools"],
+            "knowledgeMode": row["knowledge_mode"],
             "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"])}
 
 
@@ -174,3 +175,16 @@ def extraction_view(extraction) -> dict:
             "created": [item(o, "id", "title", "type", "level", "confidence") for o in created],
             "merged": [item(o, "id", "content", "similarity", "confidence") for o in merged],
             "dropped": [item(o, "content", "confidence", "reason") for o in dropped]}
+
+
+def context_view(context) -> dict:
+    """An agent's assembled context (chalicelib.agents.context.AssembledContext)."""
+    from chalicelib.agents.context import render
+
+    return {"message": context.message, "maxTokens": context.max_tokens, "totalTokens": context.total_tokens,
+            "allocation": context.budgets,
+            "passages": [{k: v for k, v in {
+                "source": p.source, "title": p.title, "content": p.content, "score": p.score, "tokens": p.tokens,
+                "truncated": p.truncated, "toolId": p.tool_id, "knowledgeBaseId": p.knowledge_base_id,
+                "url": p.url}.items() if v is not None} for p in context.passages],
+            "context": render(context)}

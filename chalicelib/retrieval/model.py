@@ -23,6 +23,7 @@ class SearchRequest:
     debug: bool = False
     hybrid_weights: tuple[float, float] = limits.HYBRID_WEIGHTS  # (semantic, keyword), summing to 1
     fusion: str = "score"  # or "rank": not in the API, the benchmark compares the two
+    rerank: bool = False  # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py)
 
     @property
     def knowledge_base_id(self) -> str:

@@ -6,15 +6,16 @@ import psycopg
 
 from chalicelib.storage.scope import OWN_AGENT, scope
 
-AGENT_COLUMNS = "a.id, a.org_id, a.owner_id, a.name, a.description, a.available_tools, a.created_at, a.updated_at"
+AGENT_COLUMNS = ("a.id, a.org_id, a.owner_id, a.name, a.description, a.available_tools, a.knowledge_mode,"
+                 " a.created_at, a.updated_at")
 
 
 def insert(conn: psycopg.Connection, principal, *, agent_id: str, name: str, description: str,
-           tools: list) -> dict:
+           tools: list, knowledge_mode: str = "tool") -> dict:
     return conn.execute(
-        f"INSERT INTO agents AS a (id, org_id, owner_id, name, description, available_tools)"
-        f" VALUES (%s, %s, %s, %s, %s, %s) RETURNING {AGENT_COLUMNS}",
-        (agent_id, principal.org_id, principal.user_id, name, description, json.dumps(tools)),
+        f"INSERT INTO agents AS a (id, org_id, owner_id, name, description, available_tools, knowledge_mode)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {AGENT_COLUMNS}",
+        (agent_id, principal.org_id, principal.user_id, name, description, json.dumps(tools), knowledge_mode),
     ).fetchone()
 
 
@@ -32,7 +33,7 @@ def list_own(conn: psycopg.Connection, principal) -> list[dict]:
 
 
 def update(conn: psycopg.Connection, principal, agent_id: str, changes: dict) -> Optional[dict]:
-    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "available_tools")}
+    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "available_tools", "knowledge_mode")}
     if "available_tools" in allowed:
         allowed["available_tools"] = json.dumps(allowed["available_tools"])
     sets = ", ".join(f"{column} = %({column})s" for column in allowed) or "name = a.name"

@@ -133,3 +133,32 @@ def test_extraction_short_and_long(api, learner, chat_model):
     assert job["result"]["merged"][0]["id"] == entry_id
     assert any("Release notes." in m["content"] for r in chat_model.requests for m in r["messages"])
     assert api.call("GET", f"/agents/{agent['id']}/knowledge/extract/job_nothere").status_code == 404
+
+
+def test_context_and_knowledge_mode_over_http(api, learner):
+    kb, _ = learner
+    agent = api.call("POST", "/agents", {"name": "Auto", "knowledgeMode": "auto"}).json()["data"]
+    try:
+        assert agent["knowledgeMode"] == "auto"
+        api.call("POST", f"/knowledge-bases/{kb['id']}/entries",
+                 {"title": "Pump reset", "content": "To reset the pump, hold the red button for five seconds."})
+        link = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
+                        {"knowledgeBaseId": kb["id"], "quickAdd": True, "strategy": "semantic", "maxTokens": 500,
+                         "rerank": False})
+        assert link.status_code == 201 and link.json()["data"]["config"]["strategy"] == "semantic", link.text
+        assert api.call("GET", f"/agents/{agent['id']}/tools?format=anthropic").json()["data"] == []
+        answer = api.call("POST", f"/agents/{agent['id']}/context",
+                          {"message": "how do I reset the pump?", "maxTokens": 300,
+                           "allocation": {"knowledgeBases": 0.6, "knowledge": 0.4}})
+        assert answer.status_code == 200, answer.text
+        data = answer.json()["data"]
+        assert 0 < data["totalTokens"] <= 300 and "red button" in data["context"]
+        assert {p["source"] for p in data["passages"]} == {"knowledge"}  # the entry, once
+        bad = api.call("POST", f"/agents/{agent['id']}/context", {"message": "x", "allocation": {"files": 1}})
+        assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("allocation.files")
+        assert api.call("PATCH", f"/agents/{agent['id']}", {"knowledgeMode": "sometimes"}).status_code == 400
+        assert api.call("PATCH", f"/agents/{agent['id']}", {"knowledgeMode": "tool"}).json()["data"]["knowledgeMode"] \
+            == "tool"
+        assert len(api.call("GET", f"/agents/{agent['id']}/tools?format=anthropic").json()["data"]) == 1
+    finally:
+        api.call("DELETE", f"/agents/{agent['id']}")

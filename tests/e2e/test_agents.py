@@ -68,7 +68,8 @@ def test_quick_add_duplicate_link_edit_and_remove(api, agent, product_docs):
     assert tool["name"] == "search_product_documentation"
     assert tool["description"] == "Search Product Documentation knowledge base"
     assert tool["config"] == {"knowledgeBaseId": product_docs["id"], "knowledgeBaseName": "Product Documentation",
-                              "defaultTopK": 5, "defaultMinScore": 0.3}
+                              "defaultTopK": 5, "defaultMinScore": 0.3,
+                              "strategy": "hybrid", "maxTokens": 4000, "rerank": False}
     available = api.call("GET", f"/agents/{agent['id']}/available-knowledge-bases").json()["data"]["items"]
     assert next(k for k in available if k["id"] == product_docs["id"])["linked"] is True
 

@@ -113,3 +113,100 @@ def test_knowledge_search_reads_entries_by_level_and_never_another_organisations
     assert entries.entry_url(personal.id) not in urls(colleague, "how does Alice take her coffee")
     assert entries.entry_url(shared.id) in urls(colleague, "when do production deploys happen")
     assert urls(stranger, "when do production deploys happen") == []  # a public knowledge base, an organisation's entry
+
+
+PUMP = ("Pump maintenance: to reset the pump, hold the red button for five seconds until the light blinks."
+        " Then open the valve slowly. If error XQ-4471 shows, the valve is stuck and must be cleaned."
+        " Clean the valve with warm water and a soft brush, never with solvents. Replace the gasket every year.")
+
+
+@pytest.fixture
+def equipped(tenant):
+    from tests.integration.test_search import _ingest
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Manuals", description="")
+    _ingest(kb["id"], "pump.txt", PUMP, chunk_tokens=50)
+    _ingest(kb["id"], "volcano.txt", "Stratovolcanoes build steep cones from layers of lava and ash.")
+    entries.create_entry(principal, kb["id"], title="Pump reset tip",
+                         content="Last time the pump reset only worked after the valve was cleaned first.",
+                         metadata={})
+    agent = service.create_agent(principal, name="Technician", description="", tools=[])
+    tool = service.link_knowledge_base(principal, agent["id"], kb_id=kb["id"], quick_add=True, name=None,
+                                       description=None, top_k=None, min_score=None, strategy="semantic",
+                                       max_tokens=3000)
+    service.add_knowledge_search(principal, agent["id"], name=None, description=None, max_results=None,
+                                 min_score=None)
+    return principal, agent, tool
+
+
+def test_tool_settings_are_kept_checked_and_used(equipped):
+    principal, agent, tool = equipped
+    assert {k: tool["config"][k] for k in ("strategy", "maxTokens", "rerank")} == \
+        {"strategy": "semantic", "maxTokens": 3000, "rerank": False}
+    run = invoke_tool(principal, agent["id"], tool["id"], {"query": "reset the pump"})
+    assert run.result.strategy == "semantic"
+    edited = service.edit_knowledge_base_tool(principal, agent["id"], tool["id"], {"strategy": "keyword",
+                                                                                   "maxTokens": 60})
+    assert edited["config"]["strategy"] == "keyword" and edited["config"]["defaultTopK"] == 5
+    run = invoke_tool(principal, agent["id"], tool["id"], {"query": "reset the pump"})
+    assert run.result.strategy == "keyword" and run.result.tokens_used <= 60
+    for change, field in (({"strategy": "fuzzy"}, "strategy"), ({"maxTokens": 10}, "maxTokens"),
+                          ({"rerank": "yes"}, "rerank")):
+        with pytest.raises(Invalid) as err:
+            service.edit_knowledge_base_tool(principal, agent["id"], tool["id"], change)
+        assert err.value.message.startswith(field)
+
+
+def test_context_fits_the_budget_and_the_allocation(equipped):
+    from chalicelib.agents.context import assemble, parse_context_request
+    from chalicelib.api.views import context_view
+
+    principal, agent, tool = equipped
+
+    def context(**body):
+        return context_view(assemble(principal, agent["id"], parse_context_request(
+            {"message": "how do I reset the pump?", **body})))
+
+    whole = context(maxTokens=4000)
+    sources = {p["source"] for p in whole["passages"]}
+    assert sources == {"knowledgeBases", "knowledge"}
+    assert whole["totalTokens"] == sum(p["tokens"] for p in whole["passages"]) <= 4000
+    assert "volcano.txt" not in [p["title"] for p in whole["passages"]]  # below the tool's minScore
+    assert any(p.get("url", "").startswith("knowledge://entries/") for p in whole["passages"])
+    assert all(p["toolId"] == tool["id"] for p in whole["passages"] if p["source"] == "knowledgeBases")
+    assert "[1] " in whole["context"] and "red button" in whole["context"]
+
+    titles = [p["title"] for p in whole["passages"]]
+    assert titles.count("Pump reset tip") == 1  # an entry of a linked knowledge base once, as knowledge
+    manual = sum(p["tokens"] for p in whole["passages"] if p["source"] == "knowledgeBases")
+    entry = whole["allocation"]["knowledge"]["used"]
+
+    tight = context(maxTokens=manual - 5 + entry, allocation={"knowledgeBases": 0.5, "knowledge": 0.5})
+    assert tight["totalTokens"] <= manual - 5 + entry
+    assert tight["allocation"]["knowledge"]["used"] == entry  # the entry fits its half
+    # The manual gets its half and what the entry left of the other half, and still not all of it.
+    assert tight["allocation"]["knowledgeBases"]["used"] > tight["allocation"]["knowledgeBases"]["allocated"]
+    assert tight["allocation"]["knowledgeBases"]["omitted"] >= 1 or any(p["truncated"] for p in tight["passages"])
+    only_kbs = context(maxTokens=400, allocation={"knowledge": 0})
+    assert {p["source"] for p in only_kbs["passages"]} == {"knowledgeBases"}
+    only_knowledge = context(maxTokens=400, allocation={"knowledge": 1})
+    assert {p["source"] for p in only_knowledge["passages"]} == {"knowledge"}
+
+    for body, field in (({"maxTokens": 10}, "maxTokens"), ({"allocation": {"knowledge": 0.5, "files": 0.5}},
+                                                           "allocation.files"),
+                        ({"allocation": {"knowledge": 0.5, "knowledgeBases": 0.6}}, "allocation"),
+                        ({"messages": "x"}, "messages")):
+        with pytest.raises(Invalid) as err:
+            parse_context_request({"message": "x", **body})
+        assert err.value.message.startswith(field), err.value.message
+
+
+def test_an_agent_in_auto_mode_gets_knowledge_from_the_context_not_as_tools(equipped):
+    principal, agent, _ = equipped
+    assert agent["knowledge_mode"] == "tool"
+    assert len(service.tool_definitions(principal, agent["id"], "openai")) == 2
+    service.update_agent(principal, agent["id"], {"knowledge_mode": "auto"})
+    assert service.tool_definitions(principal, agent["id"], "openai") == []
+    assert service.tool_definitions(principal, agent["id"], "mcp") == {"tools": []}
+    assert len(service.list_tools(principal, agent["id"])) == 2  # still the agent's, still invocable

@@ -43,7 +43,8 @@ def test_the_tool_has_exactly_the_documented_shape():
         "topK": {"type": "number", "default": 5, "minimum": 1, "maximum": 20},
         "minScore": {"type": "number", "default": 0.7, "minimum": 0.0, "maximum": 1.0}}, "required": ["query"]}
     assert tool["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Product Documentation",
-                              "defaultTopK": 5, "defaultMinScore": 0.7}
+                              "defaultTopK": 5, "defaultMinScore": 0.7,
+                              "strategy": "hybrid", "maxTokens": 4000, "rerank": False}
     edited = tools.with_defaults(tool, 3, 0.5)
     assert edited["schema"]["properties"]["topK"]["default"] == 3 and edited["config"]["defaultMinScore"] == 0.5
     assert tool["config"]["defaultTopK"] == 5  # the original is untouched
