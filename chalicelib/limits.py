@@ -32,6 +32,7 @@ HYBRID_WEIGHT = Range(0.0, 1000.0, 0.5)  # each of hybridWeights; they are scale
 # 0.8265 at 0.4, 0.7979 semantic alone, 0.7774 keyword alone; RRF at 0.5 0.8277.
 HYBRID_WEIGHTS = (0.5, 0.5)
 DEFAULT_PRIORITY = "similarity"
+RERANK_CANDIDATES = 50  # with rerank, this many of the best candidates go to the reranker
 
 # Knowledge-base tools of agents
 TOOL_TOP_K = Range(TOP_K.low, TOP_K.high, 5)

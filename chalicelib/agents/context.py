@@ -130,8 +130,9 @@ def _knowledge_passages(principal: Principal, tool: Optional[dict], message: str
 
 def _score(passage: Passage) -> float:
     """Comparable across tools: the rerank score when reranked, else the cosine similarity."""
-    rerank = getattr(passage, "rerank_score", None)
-    return float(rerank if rerank is not None else (passage.scores.vector or 0.0))
+    if passage.rerank_score is not None:
+        return passage.rerank_score
+    return passage.scores.vector or 0.0
 
 
 def _row(source: str, passage: Passage, score: float, **extra) -> dict:

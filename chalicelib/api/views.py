@@ -90,6 +90,8 @@ def passage_view(passage: Passage, debug: bool = False) -> dict:
         "similarity": passage.similarity, "metadata": passage.metadata, "tokens": passage.tokens,
         "truncated": passage.truncated,
     }
+    if passage.rerank_score is not None:
+        view["rerankScore"] = passage.rerank_score
     if debug:
         view["scores"] = {"vectorScore": passage.scores.vector, "keywordScore": passage.scores.keyword,
                           "fusedScore": passage.scores.fused}
@@ -129,7 +131,9 @@ def tool_result_view(run: ToolRun) -> dict:
         "success": True, "query": run.query, "knowledgeBaseName": result.knowledge_base_name,
         "resultCount": len(result.passages),
         "results": [{"rank": p.rank, "content": p.content, "source": p.source, "chunkIndex": p.chunk_index,
-                     "similarity": p.similarity, "metadata": p.metadata} for p in result.passages],
+                     "similarity": p.similarity, "metadata": p.metadata,
+                     **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {})}
+                    for p in result.passages],
         "summary": result.summary,
         "metadata": {"totalTokensUsed": result.tokens_used, "cached": result.cached},
     }

@@ -52,6 +52,7 @@ class Passage:
     tokens: int
     truncated: bool
     scores: Scores
+    rerank_score: Optional[float] = None  # the reranker's relevance, when the search reranked
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from chalicelib.validate import (bool_field, camel_case, choice_field, int_field
 
 FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata")
 SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "hybridWeights", "filters", "filter", "maxTokens",
-                 "prioritizeBy", "debug")
+                 "prioritizeBy", "debug", "rerank")
 
 
 def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
@@ -132,4 +132,5 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
         max_tokens=int_field(body.get("maxTokens"), "maxTokens", limits.MAX_TOKENS),
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),
         debug=bool_field(body, "debug"),
+        rerank=bool_field(body, "rerank"),
     )

@@ -23,7 +23,7 @@ from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Unavailable
-from chalicelib.retrieval import metrics, policy
+from chalicelib.retrieval import metrics, policy, rerank
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
 from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult
@@ -53,6 +53,8 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
     candidates.sort(key=lambda r: r["score"], reverse=True)
     if request.min_score > 0:
         candidates = [r for r in candidates if (r["vectorScore"] or 0.0) >= request.min_score]
+    if request.rerank:  # the top candidates, re-ordered by the reranker (rerankScore)
+        candidates = rerank.rerank(request.query, candidates, request.top_k)
     candidates = candidates[: request.top_k]
     ordered = _prioritise(candidates, request.prioritize_by)
     kept, used, omitted = pack(ordered, request.max_tokens)
@@ -70,7 +72,7 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
                   kb_ids: list[str]) -> tuple[list[dict], bool]:
-    pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" else request.top_k
+    pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" or request.rerank else request.top_k
     semantic, keyword, vector, hit = [], [], None, False
     # Keyword search embeds the question only to hold its hits to a minScore.
     if request.strategy in ("semantic", "hybrid") or request.min_score > 0:
@@ -187,7 +189,8 @@ def _passage(rank: int, row: dict) -> Passage:
         page=row["page"], headers=row["headers"], similarity=round(row["score"], 6),
         metadata=row["metadata"], tokens=row["tokens"], truncated=row["truncated"],
         scores=Scores(*(round(row[k], 6) if row[k] is not None else None
-                        for k in ("vectorScore", "keywordScore", "fusedScore"))))
+                        for k in ("vectorScore", "keywordScore", "fusedScore"))),
+        rerank_score=row.get("rerankScore"))
 
 
 def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:

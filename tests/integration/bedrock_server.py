@@ -57,3 +57,31 @@ class ConverseServer(LocalJsonServer):
         return 200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
                      "stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
                      "metrics": {"latencyMs": 1}}
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,:;!?()\"'").lower() for w in text.split()} - {""}
+
+
+class RerankServer(LocalJsonServer):
+    """bedrock-agent-runtime's Rerank protocol (POST /rerank). ministack implements it as
+    a mock that keeps the order it is given (scores 1.0, 0.9, …), which no re-ordering
+    test can tell from no reranking; this one scores each document by the share of the
+    query's words it contains, so the order it answers is knowable."""
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        try:
+            query = body["queries"][0]["textQuery"]["text"]
+            texts = [s["inlineDocumentSource"]["textDocument"]["text"] for s in body["sources"]]
+            config = body["rerankingConfiguration"]["bedrockRerankingConfiguration"]
+            assert config["modelConfiguration"]["modelArn"].startswith("arn:aws:bedrock:")
+        except (KeyError, IndexError, TypeError, AssertionError):
+            return 400, {"__type": "ValidationException", "message": "malformed Rerank request"}
+        wanted = _words(query)
+        scores = [len(wanted & _words(t)) / max(1, len(wanted)) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:config.get("numberOfResults", len(texts))]
+        return 200, {"results": [{"index": i, "relevanceScore": scores[i]} for i in order]}
