@@ -81,6 +81,13 @@ def latency(kb_id: str, key: str, queries, redis_url: str) -> dict:
                 times.append(timed_search(session, url, key, body))
             out[f"{strategy}/{'hit' if cached else 'miss'}"] = {
                 "p50": percentile(times, 50), "p95": percentile(times, 95), "p99": percentile(times, 99)}
+    # What reranking adds (issue 16): hybrid with rerank, query embeddings cached. The
+    # emulator's Rerank keeps the order it is given, so this is the call's cost (the
+    # candidates' texts out, the scores back), not a reranking model's.
+    times = [timed_search(session, url, key, {"query": q["text"], "topK": 10, "strategy": "hybrid", "rerank": True})
+             for q in queries]
+    out["hybrid+rerank/hit"] = {"p50": percentile(times, 50), "p95": percentile(times, 95),
+                                "p99": percentile(times, 99)}
     return out
 
 

@@ -162,3 +162,18 @@ def test_context_and_knowledge_mode_over_http(api, learner):
         assert len(api.call("GET", f"/agents/{agent['id']}/tools?format=anthropic").json()["data"]) == 1
     finally:
         api.call("DELETE", f"/agents/{agent['id']}")
+
+
+def test_search_with_rerank_over_http(api, learner):
+    """Through the deployed API to the emulator's Rerank (which keeps the order it is given)."""
+    kb, _ = learner
+    body = {"query": "sea otters sleeping", "strategy": "semantic", "topK": 2}
+    plain = api.call("POST", f"/knowledge-bases/{kb['id']}/search", body).json()["data"]["results"]
+    answer = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {**body, "rerank": True})
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["data"]["results"]
+    assert all("rerankScore" not in r for r in plain)
+    assert [r["documentId"] for r in results] == [r["documentId"] for r in plain]
+    assert [r["rerankScore"] for r in results] == [1.0, 0.9][:len(results)]
+    bad = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {**body, "rerank": "please"})
+    assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("rerank")
