@@ -3,6 +3,7 @@
   started again, up to MAX_RUN_ATTEMPTS with a doubling wait, then FAILED EXECUTION_ENDED;
 - an upload registered through the API whose bytes never came ends FAILED UPLOAD_EXPIRED;
 - S3 events the trigger could not handle (its dead-letter queue) are replayed;
+- an extraction job whose function ended without a result ends FAILED JOB_ENDED;
 - hourly, and on demand per knowledge base, the bucket is compared with the database."""
 import json
 import logging
@@ -16,7 +17,7 @@ from chalicelib.documents.runs import restart_run
 from chalicelib.documents.sync import sync_knowledge_base
 from chalicelib.documents.trigger import handle_s3_event
 from chalicelib.ingestion import objects
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import connection, documents, extraction_jobs, knowledge_bases
 
 logger = logging.getLogger(__name__)
 ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
@@ -24,13 +25,17 @@ MAX_RUN_ATTEMPTS = 3
 # A presigned URL is good for PRESIGNED_EXPIRY_SECONDS; a PUT begun just before
 # the end still needs time to land and notify.
 REGISTRATION_GRACE_SECONDS = 120
+# The knowledge_extract function runs for at most 900 s; a job untouched for longer than
+# that plus a margin has no function left working on it.
+EXTRACTION_JOB_STALLED_SECONDS = 1200
 
 
 def reconcile(event: dict) -> dict:
     """Each part runs whatever another one meets (a fault in one is logged and reported)."""
     event = event if isinstance(event, dict) else {}
     parts = {"runs": lambda: reconcile_unfinished_documents(int(event.get("minAgeSeconds", 60))),
-             "expired": expire_registrations, "deadLetters": replay_dead_letters}
+             "expired": expire_registrations, "deadLetters": replay_dead_letters,
+             "extractionJobs": fail_stalled_extractions}
     if event.get("sync"):
         parts["sync"] = sync_all
     report = {}
@@ -67,6 +72,16 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
     if restarted or failed:
         logger.warning("runs without a verdict: restarted %s, failed %s", restarted, failed)
     return {"checked": len(candidates), "restarted": restarted, "failed": failed}
+
+
+def fail_stalled_extractions(older_than_seconds: int = EXTRACTION_JOB_STALLED_SECONDS) -> dict:
+    with connection() as conn:
+        failed = extraction_jobs.fail_stalled(
+            conn, older_than_seconds, f"the extraction stopped without a result (nothing for {older_than_seconds} s);"
+            " post the conversation again")
+    if failed:
+        logger.warning("extraction jobs without a result: failed %s", failed)
+    return {"failed": failed}
 
 
 def _execution_status(sfn, execution_arn) -> str:

@@ -39,3 +39,14 @@ def finish(conn: psycopg.Connection, job_id: str, *, result: Optional[dict] = No
         "UPDATE extraction_jobs SET status = %s, result = %s, error = %s, updated_at = now() WHERE id = %s",
         ("FAILED" if error else "SUCCEEDED", json.dumps(result) if result is not None else None,
          json.dumps(error) if error else None, job_id))
+
+
+def fail_stalled(conn: psycopg.Connection, older_than_seconds: int, message: str) -> list[str]:
+    """Jobs still PENDING or RUNNING that nothing has touched for older_than_seconds (their
+    function ended without a word, or its invocation was lost) end FAILED with `message`."""
+    rows = conn.execute(
+        "UPDATE extraction_jobs SET status = 'FAILED', error = %s, updated_at = now()"
+        " WHERE status IN ('PENDING', 'RUNNING') AND updated_at < now() - make_interval(secs => %s)"
+        " RETURNING id",
+        (json.dumps({"code": "JOB_ENDED", "message": message}), older_than_seconds)).fetchall()
+    return [r["id"] for r in rows]

@@ -198,3 +198,20 @@ def test_a_job_runs_once_and_keeps_its_result(team, openai_llm):
     with pytest.raises(Exception) as err:
         jobs.get(stranger, team["agent"]["id"], job["id"])
     assert err.value.code == "NOT_FOUND"
+
+
+def test_a_job_whose_function_ended_without_a_word_is_failed_by_the_sweep(team):
+    from chalicelib.documents.reconcile import fail_stalled_extractions
+
+    conversation = _conversation(team["kb"]["id"])
+    with connection() as conn:
+        stalled, fresh = (job_rows.insert(conn, team["editor"], job_id=f"job_{secrets.token_hex(8)}",
+                                          agent_id=team["agent"]["id"], request=conversation.as_json())
+                          for _ in range(2))
+        job_rows.claim(conn, stalled["id"])  # RUNNING, then its function died
+        conn.execute("UPDATE extraction_jobs SET updated_at = now() - interval '30 minutes' WHERE id = %s",
+                     (stalled["id"],))
+    assert stalled["id"] in fail_stalled_extractions()["failed"]
+    ended = jobs.job_view(jobs.get(team["editor"], team["agent"]["id"], stalled["id"]))
+    assert ended["status"] == "FAILED" and ended["error"]["code"] == "JOB_ENDED"
+    assert jobs.get(team["editor"], team["agent"]["id"], fresh["id"])["status"] == "PENDING"  # not yet
