@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+from chalicelib import limits
 from tests.conftest import ROOT
 
 RESULTS = ROOT / ".kb" / "bench-results"
@@ -32,7 +33,10 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert "## Local embedding model: ONNX against PyTorch" in report
     for texts in ("SciFact abstracts", "SciFact train queries", "half abstracts, half queries"):
         assert re.search(rf"^\| {texts}[^|]*, \d+ \| \d+\.\d \|", report, re.M), texts  # ONNX texts/s
-    assert re.search(r"^\| score \| 0\.6 \| 0\.\d{4} \| 0\.\d{4} \| the service", report, re.M)  # the fusion table
+    service_weight = f"{limits.HYBRID_WEIGHTS[0]:.1f}".replace(".", r"\.")
+    assert re.search(rf"^\| score \| {service_weight} \| 0\.\d{{4}} \| 0\.\d{{4}} \| the service", report, re.M)  # fusion
+    # the keyword top 10 against exact BM25, at each size
+    assert len(re.findall(r"^\| [\d,]+ \| [01]\.\d{3} \| [01]\.\d \| \d+ of \d+ \|$", report, re.M)) == 3
     assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
     for strategy in ("semantic", "keyword"):  # row-level security's cost, at each size
         assert len(re.findall(rf"^\| [\d,]+ \| {strategy} \|( \d+\.\d \|){{4}} \d+\.\d\d \|$", report, re.M)) == 3
