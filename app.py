@@ -4,7 +4,7 @@ import logging
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
-from chalicelib.api import agents, documents, edge, health, keys, knowledge, knowledge_bases, mcp, search
+from chalicelib.api import agents, console, documents, edge, health, keys, knowledge, knowledge_bases, mcp, search
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.documents import reconcile, trigger
 from chalicelib.ingestion import steps
@@ -26,6 +26,7 @@ app.register_blueprint(knowledge)
 app.register_blueprint(health)
 app.register_blueprint(keys)
 app.register_blueprint(mcp)
+app.register_blueprint(console)
 edge.install(app)  # after the blueprints: it reads their routes
 
 

@@ -30,6 +30,7 @@ class Settings:
     key_rate_per_second: int
     bad_keys_per_minute: int
     cors_origins: tuple[str, ...]
+    console_demo_key_file: str
 
 
 def load_settings() -> Settings:
@@ -54,4 +55,6 @@ def load_settings() -> Settings:
         key_rate_per_second=int(env.get("KEY_RATE_PER_SECOND", str(limits.KEY_RATE_PER_SECOND))),
         bad_keys_per_minute=int(env.get("BAD_KEYS_PER_MINUTE", str(limits.BAD_KEYS_PER_MINUTE))),
         cors_origins=tuple(o.strip().rstrip("/") for o in env.get("CORS_ORIGINS", "").split(",") if o.strip()),
+        # local stack only: the file holding the demo key the console offers (infra/template.yaml)
+        console_demo_key_file=env.get("CONSOLE_DEMO_KEY_FILE", ""),
     )

@@ -138,6 +138,17 @@ def build_layers(out: Path) -> dict[str, int]:
     return sizes
 
 
+def build_console(target: Path) -> None:
+    """The web console's assets (console/: plain HTML, CSS and ES modules, no build tool)
+    beside the code that serves them; only the types it serves, a flat folder."""
+    from chalicelib.console import CONTENT_TYPES
+
+    target.mkdir(parents=True, exist_ok=True)
+    for source in sorted((ROOT / "console").iterdir()):
+        if source.is_file() and source.suffix in CONTENT_TYPES:
+            shutil.copy(source, target / source.name)
+
+
 def chalice_package(out: Path) -> Path:
     """Chalice's own packaging of app.py and chalicelib/, merged with infra/template.yaml."""
     stage = BUILD / "chalice"
@@ -147,6 +158,7 @@ def chalice_package(out: Path) -> Path:
     shutil.copy(ROOT / ".chalice" / "config.json", stage / ".chalice" / "config.json")
     shutil.copytree(ROOT / "chalicelib", stage / "chalicelib",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    build_console(stage / "chalicelib" / "console" / "assets")
     (stage / "requirements.txt").write_text("")
     chalice_out = stage / "out"
     env = {**os.environ, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}

@@ -70,7 +70,9 @@ def _stack_parameters(urls: dict) -> dict:
             "ModelDir": str(REPO_DIR), "DeletionProtection": "false",
             "PipelineConcurrency": str(min(8, 4 * (os.cpu_count() or 1))),
             # a front end in development (`KB_CORS_ORIGINS=... make up` for others)
-            "CorsOrigins": os.environ.get("KB_CORS_ORIGINS", LOCAL_CORS_ORIGINS)}
+            "CorsOrigins": os.environ.get("KB_CORS_ORIGINS", LOCAL_CORS_ORIGINS),
+            # the console at /console offers the demo key written there (never set on AWS)
+            "ConsoleDemoKeyFile": str(ENV_FILE)}
 
 
 def close_emulator_gaps(session, dist: Path, parameters: dict, rest_api_id: str) -> None:

@@ -1,0 +1,418 @@
+"""The web console at /console, in a real headless Chromium (Debian's package, driven by
+Selenium through Debian's chromedriver) against the API deployed on the emulator: no
+mocks. The tests run in order, as one person's session: sign in, create a knowledge base
+(a refusal first, shown as the API words it), upload (drag and drop, and the file picker)
+until PROCESSED, search with debug scores, create an agent, browse and quick add, configure
+a second tool, edit (the console's own checks, then the API's refusal, then a save), try a
+tool, remove one, delete its knowledge base and see the warning; keyboard (Escape, focus
+trapped) on the way; the phone size at the end. Screenshots of each page go to
+.kb/console/ (docs/console-*.png are two of them)."""
+import json
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import Api, new_key
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+SHOTS = ROOT / ".kb" / "console"
+WAIT = 20  # seconds for the page to show what an API answer brings
+MANUAL = """# Pump manual
+
+## Troubleshooting
+
+If the pump hums but does not turn, the impeller is jammed: switch it off and clear the intake.
+A red blinking light means the thermal fuse tripped; let the pump cool for thirty minutes.
+"""
+WARRANTY = "Warranty\n\nThe pump is covered for two years. Keep the receipt; the serial number is under the lid.\n"
+
+
+@pytest.fixture(scope="module")
+def user(local_env):
+    """A user of an organisation of its own, so the lists hold only what this test made."""
+    return Api(local_env["KB_API_URL"], new_key(local_env, f"console-{secrets.token_hex(4)}", "carla"))
+
+
+@pytest.fixture(scope="module")
+def driver():
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail(f"{CHROMIUM} and {CHROMEDRIVER} are missing: `make test` installs Debian's chromium"
+                    " and chromium-driver packages")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
+                "--lang=en-GB", "--disable-gpu"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # an explicit driver: Selenium Manager (which downloads drivers) is never asked
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser.set_window_size(1280, 800)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield browser
+    browser.quit()
+
+
+@pytest.fixture(scope="module")
+def state():
+    return {}
+
+
+# --- helpers -------------------------------------------------------------------------------
+def wait_for(driver, condition, timeout=WAIT, what="the page"):
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def safe(d):
+        try:
+            return condition(d)
+        except StaleElementReferenceException:
+            return False
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(safe, message=f"waiting for {what}")
+
+
+def css(driver, selector, timeout=WAIT):
+    from selenium.webdriver.common.by import By
+
+    return wait_for(driver, lambda d: next((e for e in d.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()),
+                                           None), timeout, selector)
+
+
+def button(scope, text, timeout=WAIT):
+    from selenium.webdriver.common.by import By
+
+    xpath = f".//button[normalize-space()='{text}']"
+    return wait_for(scope if hasattr(scope, "get") else scope.parent,
+                    lambda d: next((e for e in scope.find_elements(By.XPATH, xpath) if e.is_displayed()), None),
+                    timeout, f"the button {text!r}")
+
+
+def dialog(driver):
+    return css(driver, "dialog[open]")
+
+
+def no_dialog(driver):
+    wait_for(driver, lambda d: not d.find_elements("css selector", "dialog[open]"), what="the dialog to close")
+
+
+def fill(element, value):
+    element.clear()
+    element.send_keys(str(value))
+
+
+def shot(driver, name):
+    time.sleep(0.15)  # let a transition or a focus ring settle
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def active_in_dialog(driver) -> bool:
+    return driver.execute_script("const d = document.querySelector('dialog[open]');"
+                                 " return !!d && d.contains(document.activeElement);")
+
+
+def api_error(answer) -> str:
+    error = answer.json()["error"]
+    return f"{error['code']}: {error['message']}"
+
+
+def tools_of(user, agent_id):
+    return user.call("GET", f"/agents/{agent_id}/tools").json()["data"]["items"]
+
+
+# --- the session -----------------------------------------------------------------------------
+def test_assets_are_served_without_a_key_with_their_types(local_env):
+    base = local_env["KB_API_URL"]
+    page = requests.get(f"{base}/console", timeout=30)
+    assert page.status_code == 200 and page.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "console/app.js" in page.text and page.headers["X-Content-Type-Options"] == "nosniff"
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    for name, kind in (("app.js", "text/javascript"), ("agents.js", "text/javascript"), ("console.css", "text/css")):
+        answer = requests.get(f"{base}/console/{name}", timeout=30)
+        assert answer.status_code == 200 and answer.headers["Content-Type"].startswith(kind), name
+    missing = requests.get(f"{base}/console/secrets.py", timeout=30)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    slash = requests.get(f"{base}/console/", timeout=30, allow_redirects=False)
+    assert slash.status_code == 308 and slash.headers["Location"] == "../console"
+    # the local stack offers its demo key (never on AWS: infra/template.yaml)
+    settings = requests.get(f"{base}/console/settings.json", timeout=30).json()
+    assert settings["demoKey"] == local_env["KB_API_KEY"]
+
+
+def test_sign_in_refuses_a_bad_key_as_the_api_words_it(driver, local_env, user):
+    driver.get(local_env["KB_API_URL"] + "/console")
+    key_input = css(driver, "input[name=apiKey]")
+    assert css(driver, "#use-demo-key").text == "Use the local demo key"
+    shot(driver, "sign-in")
+    fill(key_input, "kbk_not-a-key")
+    button(driver, "Use this key").click()
+    refused = css(driver, "form .error")
+    assert refused.text == api_error(requests.get(local_env["KB_API_URL"] + "/knowledge-bases",
+                                                  headers={"Authorization": "Bearer kbk_not-a-key"}, timeout=30))
+    fill(css(driver, "input[name=apiKey]"), user.key)
+    button(driver, "Use this key").click()
+    wait_for(driver, lambda d: d.find_element("css selector", "main h1").text == "Knowledge bases")
+    assert driver.execute_script("return sessionStorage.getItem('kb-console-api-key')") == user.key
+
+
+def test_create_knowledge_base_shows_the_api_refusal_then_creates(driver, user, state):
+    button(driver, "New knowledge base").click()
+    box = dialog(driver)
+    fill(box.find_element("css selector", "input[name=name]"), "Pump manuals")
+    fill(box.find_element("css selector", "input[name=chunkTokens]"), 100)
+    fill(box.find_element("css selector", "input[name=chunkOverlap]"), 80)
+    button(box, "Create").click()
+    refused = css(driver, "dialog[open] .error")
+    expected = api_error(user.call("POST", "/knowledge-bases",
+                                   {"name": "x", "chunking": {"chunkTokens": 100, "chunkOverlap": 80}}))
+    assert refused.text == expected and "chunkOverlap" in expected
+    assert user.call("GET", "/knowledge-bases").json()["data"]["items"] == []  # nothing was made
+    fill(box.find_element("css selector", "input[name=chunkOverlap]"), 20)
+    shot(driver, "create-knowledge-base")
+    button(box, "Create").click()
+    no_dialog(driver)
+    wait_for(driver, lambda d: d.find_element("css selector", "main h1").text == "Pump manuals")
+    kb = user.call("GET", "/knowledge-bases").json()["data"]["items"][0]
+    assert kb["name"] == "Pump manuals" and kb["chunking"] == {"chunkTokens": 100, "chunkOverlap": 20}
+    assert driver.current_url.endswith(f"#/knowledge-bases/{kb['id']}")
+    state["kb"] = kb
+
+
+def test_uploads_by_drop_and_picker_reach_processed(driver, user, state, tmp_path):
+    kb = state["kb"]
+    # drag and drop: a drop event carrying a File, as a browser sends it
+    driver.execute_script("""
+        const zone = document.querySelector('.dropzone');
+        const data = new DataTransfer();
+        data.items.add(new File([arguments[0]], 'pump-manual.md', {type: 'text/markdown'}));
+        zone.dispatchEvent(new DragEvent('dragover', {dataTransfer: data, bubbles: true, cancelable: true}));
+        zone.dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true, cancelable: true}));
+    """, MANUAL)
+    picked = tmp_path / "warranty.txt"
+    picked.write_text(WARRANTY)
+    driver.find_element("css selector", "input[type=file]").send_keys(str(picked))
+    seen = set()
+
+    def both_processed(d):
+        states = {e.find_element("css selector", ".upload-name").text: e.find_element("css selector", ".upload-state").text
+                  for e in d.find_elements("css selector", "li.upload")}
+        seen.update(states.values())
+        return len(states) == 2 and all(text == "PROCESSED" for text in states.values())
+    wait_for(driver, both_processed, timeout=120, what="both uploads to be PROCESSED")
+    docs = user.call("GET", f"/knowledge-bases/{kb['id']}/documents").json()["data"]["items"]
+    assert sorted((d["filename"], d["status"]) for d in docs) == [("pump-manual.md", "PROCESSED"),
+                                                                  ("warranty.txt", "PROCESSED")]
+    # the progress bars ran to the end, and the table shows both documents with their chunks
+    assert all(float(p.get_attribute("value")) == 1.0 for p in driver.find_elements("css selector", "li.upload progress"))
+    wait_for(driver, lambda d: "2" == d.find_element("css selector", ".stats div:first-child dd").text,
+             what="the stats to count two documents")
+    rows = driver.find_elements("css selector", "table tbody tr")
+    assert len(rows) == 2 and all("PROCESSED" in r.text for r in rows)
+    shot(driver, "knowledge-base")
+
+
+def test_search_playground_shows_the_three_scores_side_by_side(driver, user, state):
+    kb = state["kb"]
+    fill(css(driver, "input[name=query]"), "the pump hums but does not turn")
+    button(driver, "Search").click()
+    first = css(driver, "ol.passages li.passage")
+    scores = dict(zip([e.text for e in first.find_elements("css selector", ".scores dt")],
+                      [e.text for e in first.find_elements("css selector", ".scores dd")]))
+    answer = user.call("POST", f"/knowledge-bases/{kb['id']}/search",
+                       {"query": "the pump hums but does not turn", "strategy": "hybrid", "topK": 5,
+                        "debug": True}).json()["data"]
+    top = answer["results"][0]
+    assert top["source"] in first.text and "impeller" in first.text
+    assert scores == {"Semantic": f"{top['scores']['vectorScore']:.3f}", "Keyword": f"{top['scores']['keywordScore']:.3f}",
+                      "Fused": f"{top['scores']['fusedScore']:.3f}"}
+    driver.execute_script("document.querySelector('#search-heading').scrollIntoView()")
+    shot(driver, "search-playground")
+
+
+def test_agent_browse_quick_add_with_keyboard(driver, user, state):
+    from selenium.webdriver.common.keys import Keys
+
+    second = user.call("POST", "/knowledge-bases", {"name": "Spare parts", "description": "Part numbers"}).json()["data"]
+    state["second"] = second
+    driver.find_element("css selector", "nav a[data-section=agents]").click()
+    button(driver, "New agent").click()
+    box = dialog(driver)
+    fill(box.find_element("css selector", "input[name=name]"), "Support bot")
+    button(box, "Create").click()
+    no_dialog(driver)
+    wait_for(driver, lambda d: d.find_element("css selector", "main h1").text == "Support bot")
+    agent = user.call("GET", "/agents").json()["data"]["items"][0]
+    state["agent"] = agent
+
+    opener = button(driver, "Browse Knowledge Bases")
+    opener.click()
+    box = dialog(driver)
+    choice = css(driver, f"li.kb-choice[data-kb-id='{state['kb']['id']}']")
+    assert "2 documents" in choice.text and "processed" in choice.text
+    # Escape closes the dialog, and focus goes back to the button that opened it
+    box.send_keys(Keys.ESCAPE)
+    no_dialog(driver)
+    assert driver.switch_to.active_element == opener
+    opener.click()
+    dialog(driver)
+    css(driver, "li.kb-choice button")
+    for _ in range(12):  # past the last control and round again: focus never leaves the dialog
+        driver.switch_to.active_element.send_keys(Keys.TAB)
+        assert active_in_dialog(driver)
+    for _ in range(5):
+        driver.switch_to.active_element.send_keys(Keys.SHIFT, Keys.TAB)
+        assert active_in_dialog(driver)
+    quick = css(driver, f"button[data-kb-id='{state['kb']['id']}']")
+    quick.click()
+    wait_for(driver, lambda d: "Linked" in d.find_element(
+        "css selector", f"li.kb-choice[data-kb-id='{state['kb']['id']}']").text, what="the linked badge")
+    shot(driver, "browse-knowledge-bases")
+    (tool,) = tools_of(user, agent["id"])
+    assert tool["name"] == "search_pump_manuals" and tool["config"]["knowledgeBaseId"] == state["kb"]["id"]
+    # configure a tool for the second knowledge base from the same dialog
+    button(css(driver, f"li.kb-choice[data-kb-id='{second['id']}']"), "Configure…").click()
+    box = wait_for(driver, lambda d: next((b for b in d.find_elements("css selector", "dialog[open]")
+                                           if "Configure a tool" in b.text), None), what="the configure dialog")
+    assert box.find_element("css selector", "input[name=toolName]").get_attribute("value") == "search_spare_parts"
+    fill(box.find_element("css selector", "input[name=defaultTopK]"), 3)
+    button(box, "Add tool").click()
+    no_dialog(driver)
+    cards = wait_for(driver, lambda d: len(d.find_elements("css selector", "li.tool-card")) == 2
+                     and d.find_elements("css selector", "li.tool-card"), what="two tool cards")
+    first = next(c for c in cards if c.get_attribute("data-tool-id") == tool["id"])
+    assert "Knowledge base tool" in first.text and "Pump manuals" in first.text and "topK 5 · minScore 0.3" in first.text
+    assert {t["name"]: t["config"]["defaultTopK"] for t in tools_of(user, agent["id"])} == {
+        "search_pump_manuals": 5, "search_spare_parts": 3}
+    state["tool"] = tool
+
+
+def test_edit_tool_checks_then_api_refusal_then_saves(driver, user, state):
+    agent, tool = state["agent"], state["tool"]
+    card = css(driver, f"li.tool-card[data-tool-id='{tool['id']}']")
+    button(card, "Edit").click()
+    box = dialog(driver)
+    top_k = box.find_element("css selector", "input[name=defaultTopK]")
+    name = box.find_element("css selector", "input[name=toolName]")
+    fill(top_k, 25)
+    fill(name, "search pumps!")
+    button(box, "Save").click()
+    errors = [e.text for e in box.find_elements("css selector", ".field-error") if e.is_displayed()]
+    assert errors == ["toolName: 1 to 64 letters, digits, '_' or '-' (the rule every major LLM tool API accepts)",
+                      "defaultTopK: must be between 1 and 20"]
+    assert driver.switch_to.active_element == name  # the first field in error has the focus
+    assert name.get_attribute("aria-invalid") == "true"
+    shot(driver, "edit-tool-validation")
+    # the console's words are the API's own
+    for body in ({"toolName": "search pumps!"}, {"defaultTopK": 25}):
+        refused = user.call("PATCH", f"/agents/{agent['id']}/knowledge-base-tools/{tool['id']}", body)
+        assert api_error(refused).split(": ", 1)[1] in errors
+    assert tools_of(user, agent["id"])[0]["config"]["defaultTopK"] == 5  # nothing was sent
+    # what only the API knows: the other tool's name is taken
+    fill(top_k, 7)
+    fill(name, "search_spare_parts")
+    button(box, "Save").click()
+    refused = css(driver, "dialog[open] .error")
+    assert refused.text == api_error(user.call("PATCH", f"/agents/{agent['id']}/knowledge-base-tools/{tool['id']}",
+                                               {"toolName": "search_spare_parts"}))
+    assert refused.text.startswith("TOOL_NAME_TAKEN: ")
+    fill(name, "pump_manuals")
+    fill(box.find_element("css selector", "input[name=defaultMinScore]"), 0.45)
+    button(box, "Save").click()
+    no_dialog(driver)
+    wait_for(driver, lambda d: "pump_manuals" in d.find_element("css selector",
+                                                                f"li.tool-card[data-tool-id='{tool['id']}']").text)
+    saved = next(t for t in tools_of(user, agent["id"]) if t["id"] == tool["id"])
+    assert (saved["name"], saved["config"]["defaultTopK"], saved["config"]["defaultMinScore"]) == ("pump_manuals", 7, 0.45)
+    assert "topK 7 · minScore 0.45" in css(driver, f"li.tool-card[data-tool-id='{tool['id']}']").text
+
+
+def test_try_it_shows_what_the_model_reads(driver, state):
+    card = css(driver, f"li.tool-card[data-tool-id='{state['tool']['id']}']")
+    card.find_element("css selector", "details.try summary").click()
+    fill(card.find_element("css selector", "input[name=query]"), "what does a red blinking light mean? the thermal fuse tripped")
+    button(card, "Invoke").click()
+    output = wait_for(driver, lambda d: (lambda e: e if e.is_displayed() and e.text else None)(
+        d.find_element("css selector", f"li.tool-card[data-tool-id='{state['tool']['id']}'] pre.tool-result")))
+    result = json.loads(output.text)
+    assert result["success"] is True and "thermal fuse" in result["results"][0]["content"]
+    shot(driver, "agent-tools")
+
+
+def test_remove_tool_after_confirmation(driver, user, state):
+    agent = state["agent"]
+    spare = next(t for t in tools_of(user, agent["id"]) if t["name"] == "search_spare_parts")
+    card = css(driver, f"li.tool-card[data-tool-id='{spare['id']}']")
+    button(card, "Remove").click()
+    box = dialog(driver)
+    assert "Remove the tool search_spare_parts" in box.text
+    button(box, "Cancel").click()  # cancelled: nothing happens
+    no_dialog(driver)
+    assert len(tools_of(user, agent["id"])) == 2
+    button(card, "Remove").click()
+    button(dialog(driver), "Remove tool").click()
+    no_dialog(driver)
+    wait_for(driver, lambda d: not d.find_elements("css selector", f"li.tool-card[data-tool-id='{spare['id']}']"),
+             what="the removed tool's card to go")
+    assert [t["name"] for t in tools_of(user, agent["id"])] == ["pump_manuals"]
+
+
+def test_deleted_knowledge_base_warns_on_the_tool(driver, user, state):
+    kb, agent, tool = state["kb"], state["agent"], state["tool"]
+    driver.find_element("css selector", "nav a[data-section=knowledge-bases]").click()
+    css(driver, f"a[href='#/knowledge-bases/{kb['id']}']").click()
+    button(driver, "Delete knowledge base").click()
+    box = dialog(driver)
+    assert "Pump manuals" in box.text and "2 documents" in box.text
+    button(box, "Delete knowledge base").click()
+    wait_for(driver, lambda d: d.find_element("css selector", "main h1").text == "Knowledge bases")
+    assert user.call("GET", f"/knowledge-bases/{kb['id']}").status_code == 404
+    driver.find_element("css selector", "nav a[data-section=agents]").click()
+    css(driver, f"a[href='#/agents/{agent['id']}']").click()
+    card = css(driver, f"li.tool-card[data-tool-id='{tool['id']}']")
+    warning = card.find_element("css selector", ".warning")
+    assert warning.text.startswith("Warning: Knowledge base not found. It may have been deleted.")
+    assert "Knowledge base tool" in card.text
+    card.find_element("css selector", "details.try summary").click()
+    fill(card.find_element("css selector", "input[name=query]"), "pump")
+    button(card, "Invoke").click()
+    output = wait_for(driver, lambda d: (lambda e: e if e.is_displayed() and e.text else None)(
+        d.find_element("css selector", f"li.tool-card[data-tool-id='{tool['id']}'] pre.tool-result")))
+    assert json.loads(output.text) == {"success": False, "error": True,
+                                       "message": "Knowledge base not found. It may have been deleted."}
+    shot(driver, "agent-deleted-knowledge-base")
+
+
+def test_readable_at_phone_size(driver, user, state):
+    """390x844: no sideways scrolling on the pages, tables become labelled cards."""
+    user.call("POST", "/knowledge-bases", {"name": "Field notes"})
+    try:
+        driver.set_window_size(390, 844)
+        for name, hash_ in (("phone-agent", f"#/agents/{state['agent']['id']}"), ("phone-knowledge-bases", "#/knowledge-bases")):
+            driver.execute_script("location.hash = arguments[0]", hash_)
+            css(driver, "li.tool-card, table")
+            wide = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert wide <= 0, f"{name} scrolls sideways by {wide}px"
+            shot(driver, name)
+        cell = css(driver, "table.cards td")
+        assert driver.execute_script("return getComputedStyle(arguments[0], '::before').content", cell) == '"Name"'
+    finally:
+        driver.set_window_size(1280, 800)
+
+
+def test_no_script_errors(driver):
+    """Whatever the page logged: no exception, nothing refused by the content policy."""
+    entries = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    # a 401 for the refused key and 4xx answers the tests provoked are the network's, not the script's
+    errors = [e["message"] for e in entries if "Failed to load resource" not in e["message"]]
+    assert errors == []
+
+
+def test_screenshots_of_each_page(state):
+    names = {p.stem for p in SHOTS.glob("*.png")}
+    assert {"sign-in", "knowledge-base", "search-playground", "browse-knowledge-bases", "agent-tools",
+            "agent-deleted-knowledge-base", "edit-tool-validation", "phone-knowledge-bases", "phone-agent"} <= names
