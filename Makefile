@@ -11,7 +11,7 @@ STACK ?= kb-service
 PARAMS ?=
 TORCH_INDEX ?=
 
-.PHONY: install model redis up down status key test bench package deploy-aws checkov
+.PHONY: install model redis chromium up down status key test bench package deploy-aws checkov
 
 install: $(VENV)/.installed model
 
@@ -44,6 +44,13 @@ redis:
 	  echo "installing redis-server with apt-get"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
+# The console's browser tests (tests/e2e/test_console.py): Debian's Chromium and its driver,
+# never a browser downloaded at run time.
+chromium:
+	@[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
+	  echo "installing chromium and chromium-driver with apt-get"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
 up: install redis
 	@$(PY) localstack/stack.py up
 
@@ -57,7 +64,7 @@ key:
 	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer]"; exit 2; }
 	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)")
 
-test: install checkov redis
+test: install checkov redis chromium
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 

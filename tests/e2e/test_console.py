@@ -334,12 +334,13 @@ def test_edit_tool_checks_then_api_refusal_then_saves(driver, user, state):
 def test_try_it_shows_what_the_model_reads(driver, state):
     card = css(driver, f"li.tool-card[data-tool-id='{state['tool']['id']}']")
     card.find_element("css selector", "details.try summary").click()
-    fill(card.find_element("css selector", "input[name=query]"), "what does a red blinking light mean? the thermal fuse tripped")
+    fill(card.find_element("css selector", "input[name=query]"), "the pump hums but does not turn")
     button(card, "Invoke").click()
     output = wait_for(driver, lambda d: (lambda e: e if e.is_displayed() and e.text else None)(
         d.find_element("css selector", f"li.tool-card[data-tool-id='{state['tool']['id']}'] pre.tool-result")))
     result = json.loads(output.text)
-    assert result["success"] is True and "thermal fuse" in result["results"][0]["content"]
+    assert result["success"] is True and result["results"], result
+    assert "impeller" in result["results"][0]["content"]
     shot(driver, "agent-tools")
 
 
