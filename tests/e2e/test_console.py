@@ -193,6 +193,16 @@ def test_uploads_by_drop_and_picker_reach_processed(driver, user, state, tmp_pat
         zone.dispatchEvent(new DragEvent('dragover', {dataTransfer: data, bubbles: true, cancelable: true}));
         zone.dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true, cancelable: true}));
     """, MANUAL)
+    driver.execute_script("""
+        const data = new DataTransfer();
+        data.items.add(new File(['MZ'], 'setup.exe', {type: 'application/x-msdownload'}));
+        document.querySelector('.dropzone').dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true}));
+    """)
+    refused = css(driver, "li.upload .upload-state [role=alert]")
+    assert refused.text == api_error(user.call("POST", f"/knowledge-bases/{kb['id']}/documents",
+                                               {"filename": "setup.exe", "contentType": "application/x-msdownload",
+                                                "size": 2}))
+    assert refused.text.startswith("UNSUPPORTED_TYPE: ")
     picked = tmp_path / "warranty.txt"
     picked.write_text(WARRANTY)
     driver.find_element("css selector", "input[type=file]").send_keys(str(picked))
@@ -202,18 +212,28 @@ def test_uploads_by_drop_and_picker_reach_processed(driver, user, state, tmp_pat
         states = {e.find_element("css selector", ".upload-name").text: e.find_element("css selector", ".upload-state").text
                   for e in d.find_elements("css selector", "li.upload")}
         seen.update(states.values())
-        return len(states) == 2 and all(text == "PROCESSED" for text in states.values())
+        return [states.get("pump-manual.md"), states.get("warranty.txt")] == ["PROCESSED", "PROCESSED"]
     wait_for(driver, both_processed, timeout=120, what="both uploads to be PROCESSED")
     docs = user.call("GET", f"/knowledge-bases/{kb['id']}/documents").json()["data"]["items"]
     assert sorted((d["filename"], d["status"]) for d in docs) == [("pump-manual.md", "PROCESSED"),
                                                                   ("warranty.txt", "PROCESSED")]
     # the progress bars ran to the end, and the table shows both documents with their chunks
-    assert all(float(p.get_attribute("value")) == 1.0 for p in driver.find_elements("css selector", "li.upload progress"))
+    bars = {e.find_element("css selector", ".upload-name").text: e.find_element("css selector", "progress")
+            for e in driver.find_elements("css selector", "li.upload")}
+    assert [float(bars[n].get_attribute("value")) for n in ("pump-manual.md", "warranty.txt")] == [1.0, 1.0]
     wait_for(driver, lambda d: "2" == d.find_element("css selector", ".stats div:first-child dd").text,
              what="the stats to count two documents")
     rows = driver.find_elements("css selector", "table tbody tr")
     assert len(rows) == 2 and all("PROCESSED" in r.text for r in rows)
     shot(driver, "knowledge-base")
+    before = next(d for d in docs if d["filename"] == "warranty.txt")
+    button(driver, "Reindex", timeout=5)  # the table is there
+    driver.find_element("css selector", "button[aria-label='Reindex warranty.txt']").click()
+    button(dialog(driver), "Reindex").click()
+    no_dialog(driver)
+    wait_for(driver, lambda d: (lambda doc: doc["updatedAt"] != before["updatedAt"] and doc["status"] == "PROCESSED")(
+        next(x for x in user.call("GET", f"/knowledge-bases/{kb['id']}/documents").json()["data"]["items"]
+             if x["filename"] == "warranty.txt")), timeout=60, what="the reindexed document to be PROCESSED again")
 
 
 def test_search_playground_shows_the_three_scores_side_by_side(driver, user, state):
@@ -230,6 +250,15 @@ def test_search_playground_shows_the_three_scores_side_by_side(driver, user, sta
     assert top["source"] in first.text and "impeller" in first.text
     assert scores == {"Semantic": f"{top['scores']['vectorScore']:.3f}", "Keyword": f"{top['scores']['keywordScore']:.3f}",
                       "Fused": f"{top['scores']['fusedScore']:.3f}"}
+    fill(css(driver, "textarea[name=filter]"), '{"between": {"key": "year", "value": 2020}}')
+    button(driver, "Search").click()
+    refused = css(driver, ".search-form .error")
+    assert refused.text == api_error(user.call("POST", f"/knowledge-bases/{kb['id']}/search", {
+        "query": "the pump hums but does not turn", "filter": {"between": {"key": "year", "value": 2020}}}))
+    assert refused.text.startswith("INVALID_FILTER: filter.between: is not a filter operator")
+    css(driver, "textarea[name=filter]").clear()
+    button(driver, "Search").click()
+    css(driver, "ol.passages li.passage")
     driver.execute_script("document.querySelector('#search-heading').scrollIntoView()")
     shot(driver, "search-playground")
 
@@ -391,16 +420,26 @@ def test_deleted_knowledge_base_warns_on_the_tool(driver, user, state):
 def test_readable_at_phone_size(driver, user, state):
     """390x844: no sideways scrolling on the pages, tables become labelled cards."""
     user.call("POST", "/knowledge-bases", {"name": "Field notes"})
+    agent = user.call("GET", f"/agents/{state['agent']['id']}").json()["data"]
+    function_tool = {"name": "open_ticket", "type": "function", "description": "Opens a support ticket",
+                     "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}
+    answer = user.call("PATCH", f"/agents/{agent['id']}", {"availableTools": agent["availableTools"] + [function_tool]})
+    assert answer.status_code == 200, answer.text
     try:
         driver.set_window_size(390, 844)
-        for name, hash_ in (("phone-agent", f"#/agents/{state['agent']['id']}"), ("phone-knowledge-bases", "#/knowledge-bases")):
+        for name, hash_ in (("phone-knowledge-bases", "#/knowledge-bases"), ("phone-agent", f"#/agents/{state['agent']['id']}")):
             driver.execute_script("location.hash = arguments[0]", hash_)
             css(driver, "li.tool-card, table")
+            if name == "phone-knowledge-bases":
+                cell = css(driver, "table.cards td")
+                assert driver.execute_script("return getComputedStyle(arguments[0], '::before').content", cell) == '"Name"'
+            else:
+                ticket = wait_for(driver, lambda d: next((c for c in d.find_elements("css selector", "li.tool-card")
+                                                          if "open_ticket" in c.text), None), what="the function tool")
+                assert "Function tool" in ticket.text and "Knowledge base tool" not in ticket.text
             wide = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             assert wide <= 0, f"{name} scrolls sideways by {wide}px"
             shot(driver, name)
-        cell = css(driver, "table.cards td")
-        assert driver.execute_script("return getComputedStyle(arguments[0], '::before').content", cell) == '"Name"'
     finally:
         driver.set_window_size(1280, 800)
 

@@ -174,3 +174,13 @@ def test_the_layers_hold_everything_a_function_imports(dist, tmp_path):
                             env={"KB_MODEL_DIR": str(opt / "model" / "all-MiniLM-L6-v2"), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[:2] == ["384 1.0 3", "[]"], result.stdout
+
+
+def test_the_console_ships_in_the_code_and_offers_no_demo_key_on_aws(dist, template):
+    with zipfile.ZipFile(dist / "deployment.zip") as code:
+        shipped = {Path(n).name for n in code.namelist() if n.startswith("chalicelib/console/assets/")}
+    assert shipped == {p.name for p in (ROOT / "console").iterdir() if p.suffix in (".html", ".css", ".js")}
+    variable = template["Resources"]["APIHandler"]["Properties"]["Environment"]["Variables"]["CONSOLE_DEMO_KEY_FILE"]
+    assert variable == {"Fn::If": ["IsAws", "", {"Ref": "ConsoleDemoKeyFile"}]}
+    cors = template["Resources"]["DocumentsBucket"]["Properties"]["CorsConfiguration"]["Fn::If"]
+    assert cors[0] == "IsAws" and cors[1]["CorsRules"][0]["AllowedMethods"] == ["PUT"]
