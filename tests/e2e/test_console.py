@@ -116,6 +116,15 @@ def active_in_dialog(driver) -> bool:
                                  " return !!d && d.contains(document.activeElement);")
 
 
+def unlabelled(driver) -> list[str]:
+    """Controls on the page that a screen reader would announce without a name."""
+    return driver.execute_script("""
+        return [...document.querySelectorAll('input, select, textarea, button')]
+          .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                          && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+          .map((el) => el.outerHTML.slice(0, 80));""")
+
+
 def api_error(answer) -> str:
     error = answer.json()["error"]
     return f"{error['code']}: {error['message']}"
@@ -259,6 +268,7 @@ def test_search_playground_shows_the_three_scores_side_by_side(driver, user, sta
     css(driver, "textarea[name=filter]").clear()
     button(driver, "Search").click()
     css(driver, "ol.passages li.passage")
+    assert unlabelled(driver) == []
     driver.execute_script("document.querySelector('#search-heading').scrollIntoView()")
     shot(driver, "search-playground")
 
@@ -300,6 +310,7 @@ def test_agent_browse_quick_add_with_keyboard(driver, user, state):
     quick.click()
     wait_for(driver, lambda d: "Linked" in d.find_element(
         "css selector", f"li.kb-choice[data-kb-id='{state['kb']['id']}']").text, what="the linked badge")
+    assert unlabelled(driver) == []
     shot(driver, "browse-knowledge-bases")
     (tool,) = tools_of(user, agent["id"])
     assert tool["name"] == "search_pump_manuals" and tool["config"]["knowledgeBaseId"] == state["kb"]["id"]
@@ -437,6 +448,7 @@ def test_readable_at_phone_size(driver, user, state):
                 ticket = wait_for(driver, lambda d: next((c for c in d.find_elements("css selector", "li.tool-card")
                                                           if "open_ticket" in c.text), None), what="the function tool")
                 assert "Function tool" in ticket.text and "Knowledge base tool" not in ticket.text
+            assert unlabelled(driver) == []
             wide = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             assert wide <= 0, f"{name} scrolls sideways by {wide}px"
             shot(driver, name)
