@@ -13,10 +13,10 @@ blueprint = Blueprint(__name__)
 SETTINGS = "settings.json"
 
 
-def _asset_response(body: str, content_type: str) -> Response:
-    # no-cache: a redeploy shows at once (the files are small; the ETag-less revalidation is cheap)
+def _asset_response(body: str, content_type: str, cache: str = "no-cache") -> Response:
+    # no-cache: a redeploy shows at once (the files are about 60 KB in all)
     return Response(body=body, status_code=200, headers={
-        "Content-Type": content_type, "Cache-Control": "no-cache", **console.SECURITY_HEADERS})
+        "Content-Type": content_type, "Cache-Control": cache, **console.SECURITY_HEADERS})
 
 
 @blueprint.route("/console", methods=["GET"])
@@ -35,7 +35,8 @@ def console_page():
 def console_asset(name):
     try:
         if name == SETTINGS:
-            return _asset_response(json.dumps(console.settings()), "application/json")
+            # it may hold the local demo key: never stored by a cache
+            return _asset_response(json.dumps(console.settings()), "application/json", cache="no-store")
         return _asset_response(*console.asset(name))
     except NotFound as err:
         return error_response(err)
