@@ -117,7 +117,7 @@ function toolCard(agent, tool, refresh) {
   const card = h('li', { class: `tool-card${warning ? ' warn' : ''}`, 'aria-labelledby': nameId, 'data-tool-id': tool.id },
     h('div', { class: 'tool-head' },
       h('h3', { id: nameId }, h('code', { text: tool.name })),
-      isKb ? badge('Knowledge base tool', 'kb') : badge('Function tool', 'fn'),
+      isKb ? badge('Knowledge base tool', 'kb') : badge(tool.type === 'knowledge_search' ? 'Knowledge search tool' : 'Function tool', 'fn'),
       isKb && tool.status === 'ok' ? badge(tool.knowledgeBaseName || config.knowledgeBaseName, 'name') : null),
     tool.description ? h('p', { class: 'tool-description', text: tool.description }) : null,
     warning ? h('p', { class: 'warning', role: 'status' }, h('strong', { text: 'Warning: ' }), warning) : null,
