@@ -217,8 +217,8 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         lines.append(f"| {int(size):,} | {cells} | {build} |")
     if all("bm25" in row for row in ours["latency"].values()):
         lines += ["", "Keyword search answers from postings: each term's best 400 chunks by impact, then a second "
-                      "pass (MaxScore) that reads whole the terms whose bound could still change the top 10, up to "
-                      "40,000 postings in all. Against exact BM25 (every chunk holding a query term scored), 20 "
+                      "pass (MaxScore) that reads whole the terms whose bound could still change the top 10 when they "
+                      "hold 40,000 postings or fewer (else the first pass's answer stands). Against exact BM25 (every chunk holding a query term scored), 20 "
                       "queries: the share of the exact top 10 the service returns (a chunk tied with the 10th "
                       "counts as found), and how often the second pass ran.", "",
                   "| chunks | exact top 10 found | lowest | second pass |", "|---|---|---|---|"]
