@@ -82,8 +82,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             raise Unavailable(f"the knowledge base's embedding provider is not available: {err.message}") from None
         vector, hit = cached_embedding(provider.name, model, request.query, provider.embed_query)
     # Both lists from the same data, even while a document is replaced; acting for the
-    # caller's organisation also in-process (tests, benchmarks), as keyword search reads
-    # chunks_visible, which shows only what that organisation may read.
+    # caller's organisation also in-process (tests, benchmarks), as keyword search's GIN
+    # path reads chunks_visible, which shows only what that organisation may read.
     with acting_for(principal.org_id), snapshot() as conn:
         if vector is not None:
             semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
