@@ -16,6 +16,7 @@ only the meaning matched, below the 0.7 a quick-added tool used to apply).
 """
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Optional
 
@@ -31,6 +32,7 @@ from chalicelib.storage import acting_for, chunks, connection, knowledge_bases, 
 
 RRF_K = 60
 RECENCY_HALF_LIFE_DAYS = 30.0
+_EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
 
 
 def search(principal: Principal, request: SearchRequest) -> SearchResult:
@@ -73,26 +75,35 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
                   kb_ids: list[str]) -> tuple[list[dict], bool]:
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" or request.rerank else request.top_k
-    semantic, keyword, vector, hit = [], [], None, False
+    semantic, keyword, embedding = [], [], None
     # Keyword search embeds the question only to hold its hits to a minScore.
     if request.strategy in ("semantic", "hybrid") or request.min_score > 0:
         try:
             provider = get_provider(provider_name, model)
         except Invalid as err:  # the knowledge base's provider is not set up in this deployment
             raise Unavailable(f"the knowledge base's embedding provider is not available: {err.message}") from None
-        vector, hit = cached_embedding(provider.name, model, request.query, provider.embed_query)
+        # Embedded while the keyword list is read: a miss is ~10 ms of the local model's
+        # time, or a round trip to Bedrock or OpenAI, that hybrid search no longer adds
+        # to the database's.
+        embedding = _EMBEDDER.submit(cached_embedding, provider.name, model, request.query, provider.embed_query)
     # Both lists from the same data, even while a document is replaced; acting for the
     # caller's organisation also in-process (tests, benchmarks), as keyword search's GIN
     # path reads chunks_visible, which shows only what that organisation may read.
     with acting_for(principal.org_id), snapshot() as conn:
-        if vector is not None:
+        if request.strategy in ("keyword", "hybrid"):
+            keyword = _bm25(conn, principal, request, kb_ids, pool)
+        vector, hit = embedding.result() if embedding is not None else (None, False)
+        if request.strategy in ("semantic", "hybrid"):
             semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
                                               top_k=pool,
                                               ef_search=policy.ef_search_for(pool, chunks.vector_index_rows(conn, dim)),
                                               filters=request.filters)
-        if request.strategy in ("keyword", "hybrid"):
-            keyword = _bm25(conn, principal, request, kb_ids, pool,
-                            similarity_to=(vector, dim) if vector is not None else None)
+        if keyword and vector is not None:  # the cosine of keyword hits the semantic list lacks
+            known = {r["chunk_id"]: r["score"] for r in semantic}
+            missing = [r["chunk_id"] for r in keyword if r["chunk_id"] not in known]
+            known.update(chunks.similarities(conn, missing, vector, dim) if missing else {})
+            for row in keyword:
+                row["similarity"] = known.get(row["chunk_id"])
     if request.strategy == "semantic":
         return [_scored(r, vector=r["score"]) for r in semantic], hit
     if request.strategy == "keyword":
@@ -100,18 +111,23 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit
 
 
-def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], top_k: int, similarity_to) -> list[dict]:
-    """The keyword list: BM25's first pass, and its second when the first may have
-    missed some of the top_k (policy.bm25_exact_pass); scores as a share of the best."""
+def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int) -> list[dict]:
+    """The keyword list, `pool` deep: BM25's first pass, and its second when the first
+    may have missed some of the request's top_k (policy.bm25_exact_pass); scores as a
+    share of the best. A deeper pool (hybrid's, a reranker's) is exact in its top_k and
+    the first pass's below: made exact to its 40th, hybrid's keyword list read more
+    postings, for candidates that fusion ranks below the top 10 anyway."""
     words = terms.query_terms(conn, request.query)
     stats = terms.statistics(conn, kb_ids, words)
-    first = policy.bm25_query(stats, words, top_k)
+    first = policy.bm25_query(stats, words, pool)
     match = policy.web_query(request.query)
-    options = dict(kb_ids=kb_ids, match=match, top_k=top_k, filters=request.filters, similarity_to=similarity_to)
+    options = dict(kb_ids=kb_ids, match=match, top_k=pool, filters=request.filters)
     rows = chunks.keyword_search(conn, principal, query=first, **options)
-    second = None if match else policy.bm25_exact_pass(first, stats, [r["score"] for r in rows], top_k)
+    second = None if match else policy.bm25_exact_pass(first, stats, [r["score"] for r in rows], request.top_k)
     if second is not None:
-        rows = chunks.keyword_search(conn, principal, query=second, **options)
+        exact = chunks.keyword_search(conn, principal, query=second, **options)
+        rows = sorted({r["chunk_id"]: r for r in rows + exact}.values(),
+                      key=lambda r: (-r["score"], r["chunk_id"]))[:pool]
     for row in rows:
         row["score"] = float(row["score"]) / first.best
     return rows

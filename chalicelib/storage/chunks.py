@@ -125,8 +125,8 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
 
 
 def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: Bm25Query,
-                   top_k: int, match: Optional[TextQuery] = None, filters: SearchFilters = SearchFilters(),
-                   similarity_to: Optional[tuple[Sequence[float], int]] = None) -> list[dict]:
+                   top_k: int, match: Optional[TextQuery] = None,
+                   filters: SearchFilters = SearchFilters()) -> list[dict]:
     """BM25 over the postings of chunk_terms (migration 0011); `score` is BM25's.
 
     Without `match`, the candidates are each term's query.limits chunks of highest
@@ -134,20 +134,13 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
     postings (at least query.prune_below) are scored exactly from their tsv, filtered,
     and the top_k kept. With `match` (web-search syntax: phrases, OR,
     -word) the chunks it matches through the GIN index are scored, all of them; so are
-    those a filter keeps when the candidates hold fewer than top_k of them.
-    With similarity_to (a query vector and its dimension) each hit also carries its
-    cosine similarity to the query, computed for the top_k hits only."""
+    those a filter keeps when the candidates hold fewer than top_k of them."""
     if not query.terms:
         return []
     params = scope(principal, kb_ids=list(kb_ids), k=top_k, terms=list(query.terms), idfs=list(query.idfs),
                    limits=list(query.limits), avgdl=query.average_length or 1.0, k1=query.k1, b=query.b,
                    prune=query.prune_below, pool=max(top_k, query.rescored))
     where = filter_sql(filters, params)
-    similarity = ""
-    if similarity_to is not None:
-        vector, dim = similarity_to
-        params["q"] = as_vector(vector)
-        similarity = f", 1 - (c.embedding::vector({int(dim)}) <=> %(q)b::vector({int(dim)})) AS similarity"
     rows = []
     if match is None:
         rows = conn.execute(f"""
@@ -172,7 +165,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
                   JOIN chunks c ON c.id = x.chunk_id
                  CROSS JOIN LATERAL (SELECT sum(q.idf * {_SATURATION.format(tf="t.tf", dl="x.dl")}) AS score
                                        FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s)
-            SELECT {RESULT_COLUMNS}, c.score{similarity}
+            SELECT {RESULT_COLUMNS}, c.score
               FROM scored c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id
@@ -192,7 +185,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
     # (migration 0010).
     return conn.execute(
         f"""WITH q(term, idf) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[]))
-            SELECT {RESULT_COLUMNS}, c.score{similarity}
+            SELECT {RESULT_COLUMNS}, c.score
               FROM (SELECT c.*, s.score
                       FROM chunks_visible c, (SELECT {matches} AS tq) m,
                            LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
@@ -207,6 +200,15 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
              ORDER BY c.score DESC, c.id""",
         params,
     ).fetchall()
+
+
+def similarities(conn: psycopg.Connection, chunk_ids: list[int], query_vector: Sequence[float],
+                 dim: int) -> dict[int, float]:
+    """The cosine similarity of each of these chunks (found by a search, so readable) to the query."""
+    rows = conn.execute(f"SELECT id, 1 - (embedding::vector({int(dim)}) <=> %s::vector({int(dim)})) AS similarity"
+                        " FROM chunks WHERE id = ANY(%s) AND embedding_dim = %s",
+                        (as_vector(query_vector), chunk_ids, dim)).fetchall()
+    return {r["id"]: r["similarity"] for r in rows}
 
 
 # BM25's term-frequency factor of a term in a chunk (tf, dl: SQL expressions).

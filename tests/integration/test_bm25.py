@@ -149,6 +149,29 @@ def test_the_second_pass_makes_a_first_pass_that_read_too_little_exact(pumps, mo
     assert [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == _bm25(kb["id"], query)[:1]
 
 
+def test_a_deeper_list_than_asked_is_exact_in_its_top_k(pumps, monkeypatch):
+    """Hybrid search reads a keyword list deeper than its top_k: the second pass makes
+    the top_k exact, and the rest are first-pass hits, scored exactly, in order."""
+    from chalicelib.retrieval.search import _bm25 as keyword_list
+    from chalicelib.storage import acting_for, snapshot
+
+    principal, kb, _ = pumps
+    for i in range(10):
+        _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas.")
+    monkeypatch.setattr(policy, "KEYWORD_PER_TERM", 1)  # a pool of 2: each term's best 4 postings
+    passes = []
+    real = policy.bm25_exact_pass
+    monkeypatch.setattr(policy, "bm25_exact_pass", lambda *a: passes.append(a) or real(*a))
+    request = SearchRequest((kb["id"],), "water pump", 1, strategy="hybrid")
+    with acting_for(principal.org_id), snapshot() as conn:
+        rows = keyword_list(conn, principal, request, [kb["id"]], pool=2)
+    want = dict(_bm25(kb["id"], "water pump"))
+    assert passes and passes[0][3] == 1  # made exact to the request's top_k, not the pool's depth
+    assert rows[0]["chunk_id"] == _bm25(kb["id"], "water pump")[0][0]
+    assert len(rows) == 2 and rows[0]["score"] >= rows[1]["score"]
+    assert [r["score"] for r in rows] == pytest.approx([want[r["chunk_id"]] for r in rows], abs=1e-5)
+
+
 def test_a_rare_word_outweighs_a_common_one_and_a_short_chunk_a_long_one(pumps):
     principal, kb, _ = pumps
     # every passage says pump; only two say impeller, and impeller.txt says it twice

@@ -180,7 +180,7 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
 
 
 def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, monkeypatch):
-    """The new version's chunks are committed between the semantic and the keyword
+    """The new version's chunks are committed between the keyword and the semantic
     query of one hybrid search: the answer still holds one version only."""
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Swap", description="")
@@ -188,17 +188,17 @@ def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, m
     with connection() as conn:
         stored_kb = knowledge_bases.get_for_pipeline(conn, kb["id"])
     new_chunks = _embedded_chunks(stored_kb, "farm.txt", "Version beta: the llama farm grows barley.")
-    real_keyword_search = chunk_rows.keyword_search
+    real_semantic_search = chunk_rows.semantic_search
 
-    def swap_then_keyword_search(conn, *args, **kwargs):
+    def swap_then_semantic_search(conn, *args, **kwargs):
         with open_connection(os.environ["DATABASE_URL"]) as other:
             assert chunk_rows.replace_document_chunks(other, doc_id=doc_id, kb_id=kb["id"], dim=384,
                                                       chunks=new_chunks, page_count=None) is not False
-        return real_keyword_search(conn, *args, **kwargs)
+        return real_semantic_search(conn, *args, **kwargs)
 
-    monkeypatch.setattr(chunk_rows, "keyword_search", swap_then_keyword_search)
+    monkeypatch.setattr(chunk_rows, "semantic_search", swap_then_semantic_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version alpha: the llama farm grows alfalfa."]
-    monkeypatch.setattr(chunk_rows, "keyword_search", real_keyword_search)
+    monkeypatch.setattr(chunk_rows, "semantic_search", real_semantic_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version beta: the llama farm grows barley."]
