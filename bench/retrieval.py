@@ -152,12 +152,12 @@ def grow_to(kb, flat: list[dict], target: int, rng: random.Random) -> float:
         conn.execute("DROP INDEX IF EXISTS chunk_terms_by_impact")
         conn.execute("ALTER TABLE chunks DISABLE TRIGGER kb_bm25_added")
         sentences = [s for c in flat for s in re.split(r"(?<=[.!?])\s+", c.content) if len(s) > 20]
-        base = np.asarray([c.embedding for c in flat], dtype="float32")
-        noise = np.random.default_rng(rng.getrandbits(32))
+        vectors = np.asarray(embed_corpus(sentences), dtype="float32")
         while missing > 0:
             n = min(10_000, missing)
-            _copy_synthetic_document(conn, kb["id"], f"doc_synth{rng.getrandbits(48):012x}",
-                                     base[[rng.randrange(len(base)) for _ in range(n)]], sentences, rng, noise)
+            picks = [[rng.randrange(len(sentences)) for _ in range(3)] for _ in range(n)]
+            _copy_synthetic_document(conn, kb["id"], f"doc_synth{rng.getrandbits(48):012x}", picks, sentences,
+                                     vectors)
             missing -= n
         conn.execute("ALTER TABLE chunks ENABLE TRIGGER kb_bm25_added")
         started = time.perf_counter()
@@ -172,14 +172,23 @@ def grow_to(kb, flat: list[dict], target: int, rng: random.Random) -> float:
         return time.perf_counter() - started
 
 
-def _copy_synthetic_document(conn, kb_id: str, doc_id: str, picks, sentences: list[str],
-                             rng: random.Random, noise) -> None:
-    """One synthetic document: each chunk is three random sentences, and a real
-    abstract's vector plus Gaussian noise (sigma 0.05 per dimension, renormalised)."""
+def _copy_synthetic_document(conn, kb_id: str, doc_id: str, picks, sentences: list[str], vectors) -> None:
+    """One synthetic document: each chunk is three of the corpus's sentences (picks: their
+    indexes), and its vector is the mean of theirs, renormalised.
+
+    Why this vector: the mean of three sentences' MiniLM embeddings is close to the
+    embedding of the three as one text (cosine median 0.90, 5th percentile 0.80, over 300
+    of them), and the model is too slow to embed a million texts here. Two cheaper
+    vectors tried before measured something else. A real chunk's vector plus Gaussian
+    noise (sigma 0.05 a dimension, the earlier reports' generator) gives every real chunk
+    ~440 copies nearer to it than to each other: HNSW links them as a star around it and
+    recall@10 at a million measured that star (0.885 at ef_search 400). Draws from a
+    Gaussian with the real vectors' mean and covariance fill all 384 dimensions as real
+    text does not (0.802 at 400)."""
     import numpy as np
 
-    vectors = picks + noise.normal(0, 0.05, picks.shape).astype("float32")
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    mean = vectors[np.asarray(picks)].mean(axis=1)
+    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
     with conn.transaction():
         conn.execute("INSERT INTO documents (id, kb_id, s3_key, filename, status) VALUES"
                      " (%s, %s, %s, 'synthetic.txt', 'PROCESSED')", (doc_id, kb_id, f"synthetic/{doc_id}"))
@@ -187,8 +196,8 @@ def _copy_synthetic_document(conn, kb_id: str, doc_id: str, picks, sentences: li
                 "COPY chunks (document_id, kb_id, chunk_index, content, start_char, end_char, token_count,"
                 " embedding_dim, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["text", "text", "int4", "text", "int4", "int4", "int4", "int4", "vector"])
-            for i, vector in enumerate(vectors):
-                text = " ".join(rng.choice(sentences) for _ in range(3))
+            for i, (pick, vector) in enumerate(zip(picks, mean)):
+                text = " ".join(sentences[j] for j in pick)
                 copy.write_row((doc_id, kb_id, i, text, 0, len(text), len(text) // 4, 384, vector))
 
 

@@ -9,12 +9,11 @@ from chalicelib.storage.terms import Bm25Query, TermStatistics
 
 # HNSW's candidate list: 40 (pgvector's default) lost a quarter of the true top 10
 # at 100k chunks in bench/retrieval.py; 200 kept 94% of it, for about 4 ms more a query.
-# A larger graph needs a longer list: at a million noisy copies of the SciFact vectors
-# (m 16, ef_construction 64, pgvector 0.8) 200 kept 88% of the true top 10 and 400 kept
-# 97.5%, at 7.6 ms p50; the benchmark's own million-chunk table kept 88.5% at 400 and 91%
-# at 800 (make bench: the HNSW table), short of issue 12's 97%. By the index's rows:
-HNSW_EF_SEARCH_BY_SIZE = ((200_000, 200), (2_000_000, 400))
-HNSW_EF_SEARCH_LARGEST = 800
+# At a million chunks (bench/retrieval.py's synthetic ones, graphs of m 24 and
+# ef_construction 128 since migration 0013) 100 kept 95.4%, 200 98.0% and 400 99.0%, at
+# p95 5.5, 11.0 and 21.9 ms with the index in shared buffers. By the index's rows:
+HNSW_EF_SEARCH_BY_SIZE = ((2_000_000, 200),)
+HNSW_EF_SEARCH_LARGEST = 400
 # BM25 as Lucene and rank_bm25 default to.
 BM25_K1, BM25_B = 1.2, 0.75
 # A question's terms beyond these (the commonest) are left out: each costs one index scan.
