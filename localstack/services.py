@@ -46,6 +46,11 @@ MAX_CONNECTIONS = 400
 # ms, and 8.7 ms with the index in shared buffers (bench/retrieval.py's vectors).
 def shared_buffers_mb() -> int:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:  # a container's limit, when it is below the machine's memory
+            memory = min(memory, int(Path(limit).read_text()))
+        except (OSError, ValueError):
+            pass
     return max(128, min(4096, memory // 4 // 2**20))
 
 

@@ -28,3 +28,17 @@ def test_the_data_directory_major_version(state):
     (state / "pgdata").mkdir()
     (state / "pgdata" / "PG_VERSION").write_text("18\n")
     assert services.data_major() == 18
+
+
+@pytest.mark.parametrize("machine_gib,container_gib,expected_mb", [
+    (24, None, 4096),  # a quarter, at most 4 GB
+    (8, None, 2048),
+    (24, 4, 1024),  # a container's limit counts, not the machine's memory
+    (0.25, None, 128),  # never below PostgreSQL's default
+])
+def test_shared_buffers_are_a_quarter_of_the_memory_there_is(monkeypatch, machine_gib, container_gib, expected_mb):
+    monkeypatch.setattr(services.os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096,
+                                                              "SC_PHYS_PAGES": int(machine_gib * 2**30) // 4096}[name])
+    limit = str(int(container_gib * 2**30)) if container_gib else "max"
+    monkeypatch.setattr(services.Path, "read_text", lambda self, *a, **k: limit)
+    assert services.shared_buffers_mb() == expected_mb
