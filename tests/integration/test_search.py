@@ -202,3 +202,34 @@ def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, m
     monkeypatch.setattr(chunk_rows, "semantic_search", real_semantic_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version beta: the llama farm grows barley."]
+
+
+def test_hybrid_search_embeds_the_question_while_it_reads_the_keyword_list(tenant, monkeypatch):
+    """Each side waits for the other to have started: run one after the other, the first
+    would wait in vain."""
+    import importlib
+    import threading
+
+    search_module = importlib.import_module("chalicelib.retrieval.search")  # the package's `search` is the function
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Overlap", description="")
+    _ingest(kb["id"], "farm.txt", "The llama farm grows alfalfa and barley.")
+    embedding_started, keyword_started, met = threading.Event(), threading.Event(), []
+    real_embedding, real_keyword_search = search_module.cached_embedding, chunk_rows.keyword_search
+
+    def embedding(*args):
+        embedding_started.set()
+        met.append(("embedding", keyword_started.wait(10)))
+        return real_embedding(*args)
+
+    def keyword_search(*args, **kwargs):
+        keyword_started.set()
+        met.append(("keyword", embedding_started.wait(10)))
+        return real_keyword_search(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "cached_embedding", embedding)
+    monkeypatch.setattr(chunk_rows, "keyword_search", keyword_search)
+    answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid", debug=True))
+    assert sorted(met) == [("embedding", True), ("keyword", True)]
+    top = answer["results"][0]
+    assert top["source"] == "farm.txt" and top["scores"]["vectorScore"] > 0 and top["scores"]["keywordScore"] > 0
