@@ -9,11 +9,17 @@ from chalicelib.storage.terms import Bm25Query, TermStatistics
 
 # HNSW's candidate list: 40 (pgvector's default) lost a quarter of the true top 10
 # at 100k chunks in bench/retrieval.py; 200 kept 94% of it, for about 4 ms more a query.
-# At a million chunks (bench/retrieval.py's synthetic ones, graphs of m 24 and
-# ef_construction 128 since migration 0013) 100 kept 95.4%, 200 98.0% and 400 99.0%, at
-# p95 5.5, 11.0 and 21.9 ms with the index in shared buffers. By the index's rows:
-HNSW_EF_SEARCH_BY_SIZE = ((2_000_000, 200),)
+# With graphs of m 24 and ef_construction 128 (migration 0013) on bench/retrieval.py's
+# synthetic chunks: at 100k, 100 kept 99.5% (4.0 ms a scan, 200: 6.7 ms); at a million,
+# 100 kept 95.4%, 200 98.0% and 400 99.0%, at p95 5.5, 11.0 and 21.9 ms with the index in
+# shared buffers. By the index's rows:
+HNSW_EF_SEARCH_BY_SIZE = ((200_000, 100), (2_000_000, 200))
 HNSW_EF_SEARCH_LARGEST = 400
+# Knowledge bases holding this many chunks or fewer are searched by an exact scan of
+# their rows, never through the graph: in an index that mostly holds other knowledge
+# bases' vectors, the iterative scan would read up to 20,000 of them to find a small
+# one's top 10. Above it the graph always serves (storage.chunks.semantic_search).
+VECTOR_EXACT_MAX = 2_000
 # BM25 as Lucene and rank_bm25 default to.
 BM25_K1, BM25_B = 1.2, 0.75
 # A question's terms beyond these (the commonest) are left out: each costs one index scan.
@@ -36,6 +42,10 @@ def ef_search_for(top_k: int, index_rows: float = 0) -> int:
     (every knowledge base of the dimension shares it)."""
     base = next((ef for rows, ef in HNSW_EF_SEARCH_BY_SIZE if index_rows <= rows), HNSW_EF_SEARCH_LARGEST)
     return min(1000, max(base, top_k * 4))
+
+
+def exact_vector_scan(kb_chunks: int) -> bool:
+    return kb_chunks <= VECTOR_EXACT_MAX
 
 
 def web_query(query: str) -> Optional[TextQuery]:

@@ -97,7 +97,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
                                               top_k=pool,
                                               ef_search=policy.ef_search_for(pool, chunks.vector_index_rows(conn, dim)),
-                                              filters=request.filters)
+                                              filters=request.filters,
+                                              exact=policy.exact_vector_scan(terms.chunk_count(conn, kb_ids)))
         if keyword and vector is not None:  # the cosine of keyword hits the semantic list lacks
             known = {r["chunk_id"]: r["score"] for r in semantic}
             missing = [r["chunk_id"] for r in keyword if r["chunk_id"] not in known]

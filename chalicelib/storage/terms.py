@@ -51,6 +51,12 @@ def query_terms(conn: psycopg.Connection, text: str) -> list[str]:
     return [r["lexeme"] for r in rows]
 
 
+def chunk_count(conn: psycopg.Connection, kb_ids: list[str]) -> int:
+    """How many chunks the knowledge bases hold (kept by the triggers, one row each)."""
+    return int(conn.execute("SELECT coalesce(sum(chunks), 0) AS n FROM kb_text_stats WHERE kb_id = ANY(%s)",
+                            (kb_ids,)).fetchone()["n"])
+
+
 def statistics(conn: psycopg.Connection, kb_ids: list[str], terms: list[str]) -> TermStatistics:
     sizes = conn.execute("SELECT coalesce(sum(chunks), 0) AS chunks, coalesce(sum(length), 0) AS length"
                          " FROM kb_text_stats WHERE kb_id = ANY(%s)", (kb_ids,)).fetchone()

@@ -97,3 +97,22 @@ def test_every_hnsw_graph_has_24_links_a_node_and_new_ones_too(service_env):
             " JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = 'chunks'::regclass AND a.amname = 'hnsw'")}
     assert {"chunks_embedding_384_hnsw", "chunks_embedding_768_hnsw"} <= set(options)
     assert all(sorted(o or []) == ["ef_construction=128", "m=24"] for o in options.values()), options
+
+
+def test_a_small_knowledge_base_is_sorted_exactly_and_a_larger_one_searched_through_the_graph(tenant, monkeypatch):
+    from chalicelib.retrieval import SearchRequest, policy, search
+    from tests.integration.test_search import _ingest
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Small", description="")
+    for name in ("a", "b", "c"):
+        _ingest(kb["id"], f"{name}.txt", f"Passage {name} about llamas and their farms.")
+    request = SearchRequest((kb["id"],), "llama farm", 3, strategy="semantic")
+    seen = _statements(monkeypatch)
+    exact = search(principal, request)
+    assert [s for s in seen if ") + 0" in s] and not [s for s in seen if "enable_sort" in s]
+    seen.clear()
+    monkeypatch.setattr(policy, "VECTOR_EXACT_MAX", 2)
+    graph = search(principal, request)
+    assert [s for s in seen if "enable_sort = off" in s] and not [s for s in seen if ") + 0" in s]
+    assert [p.document_id for p in graph.passages] == [p.document_id for p in exact.passages]
