@@ -75,7 +75,7 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
                   kb_ids: list[str]) -> tuple[list[dict], bool]:
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" or request.rerank else request.top_k
-    semantic, keyword, embedding = [], [], None
+    semantic, keyword, embedding, kb_chunks = [], [], None, None
     # Keyword search embeds the question only to hold its hits to a minScore.
     if request.strategy in ("semantic", "hybrid") or request.min_score > 0:
         try:
@@ -91,14 +91,16 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     # path reads chunks_visible, which shows only what that organisation may read.
     with acting_for(principal.org_id), snapshot() as conn:
         if request.strategy in ("keyword", "hybrid"):
-            keyword = _bm25(conn, principal, request, kb_ids, pool)
+            keyword, kb_chunks = _bm25(conn, principal, request, kb_ids, pool)
         vector, hit = embedding.result() if embedding is not None else (None, False)
         if request.strategy in ("semantic", "hybrid"):
+            if kb_chunks is None:  # hybrid's keyword list has read it
+                kb_chunks = terms.chunk_count(conn, kb_ids)
             semantic = chunks.semantic_search(conn, principal, kb_ids=kb_ids, dim=dim, query_vector=vector,
                                               top_k=pool,
                                               ef_search=policy.ef_search_for(pool, chunks.vector_index_rows(conn, dim)),
                                               filters=request.filters,
-                                              exact=policy.exact_vector_scan(terms.chunk_count(conn, kb_ids)))
+                                              exact=policy.exact_vector_scan(kb_chunks))
         if keyword and vector is not None:  # the cosine of keyword hits the semantic list lacks
             known = {r["chunk_id"]: r["score"] for r in semantic}
             missing = [r["chunk_id"] for r in keyword if r["chunk_id"] not in known]
@@ -112,12 +114,13 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit
 
 
-def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int) -> list[dict]:
-    """The keyword list, `pool` deep: BM25's first pass, and its second when the first
-    may have missed some of the request's top_k (policy.bm25_exact_pass); scores as a
-    share of the best. A deeper pool (hybrid's, a reranker's) is exact in its top_k and
-    the first pass's below: made exact to its 40th, hybrid's keyword list read more
-    postings, for candidates that fusion ranks below the top 10 anyway."""
+def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int) -> tuple[list[dict], int]:
+    """The keyword list, `pool` deep, and the knowledge bases' chunk count it read: BM25's
+    first pass, and its second when the first may have missed some of the request's top_k
+    (policy.bm25_exact_pass); scores as a share of the best. A deeper pool (hybrid's, a
+    reranker's) is exact in its top_k and the first pass's below: made exact to its 40th,
+    hybrid's keyword list read more postings, for candidates that fusion ranks below the
+    top 10 anyway."""
     words = terms.query_terms(conn, request.query)
     stats = terms.statistics(conn, kb_ids, words)
     first = policy.bm25_query(stats, words, pool)
@@ -131,7 +134,7 @@ def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int)
                       key=lambda r: (-r["score"], r["chunk_id"]))[:pool]
     for row in rows:
         row["score"] = float(row["score"]) / first.best
-    return rows
+    return rows, stats.chunks
 
 
 def _scored(row: dict, vector=None, keyword=None) -> dict:
