@@ -113,18 +113,22 @@ def two_logins(principal):
     from chalicelib.storage import acting_for, db
 
     owner_url = os.environ["DATABASE_URL"]
-    conns = {"owner": db.open_connection(owner_url), "kb_app": db.open_connection(db.functions_login(owner_url))}
+    urls = {"owner": owner_url, "kb_app": db.functions_login(owner_url)}
+    # each login's pair: the main connection, and the side one hybrid search reads beside it
+    conns = {name: {slot: db.open_connection(url) for slot in (db.MAIN, db.SIDE)} for name, url in urls.items()}
 
-    def switch(name: str) -> None:  # the service's one cached connection, swapped (not closed)
-        db._conn, db._last_used = conns[name], time.monotonic()
+    def switch(name: str) -> None:  # the service's cached connections, swapped (not closed)
+        db._conns.update(conns[name])
+        db._last_used.update(dict.fromkeys(conns[name], time.monotonic()))
 
     try:
         with acting_for(principal.org_id):
             yield switch
     finally:
-        db._conn = None
-        for conn in conns.values():
-            conn.close()
+        db._conns.clear()
+        for pair in conns.values():
+            for conn in pair.values():
+                conn.close()
 
 
 def drop_database() -> None:

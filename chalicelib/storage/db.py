@@ -10,6 +10,7 @@ from typing import Callable, Iterator, Optional
 
 import psycopg
 import psycopg.conninfo
+from psycopg import sql
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
@@ -18,7 +19,6 @@ from chalicelib.config import load_settings
 from chalicelib.errors import Transient
 
 logger = logging.getLogger(__name__)
-_conn: Optional[psycopg.Connection] = None
 
 # The organisation the database lets the functions' role see (the policies read it as
 # kb.org_id). Nothing is set by default, and then nothing is visible: a request acts
@@ -93,7 +93,11 @@ def open_connection(url: str) -> psycopg.Connection:
 # idle timeout) meanwhile would otherwise fail the next request's first statement.
 # One round trip, only after a pause; a busy worker skips it.
 IDLE_PING_SECONDS = 10.0
-_last_used = 0.0
+# A worker's connections by use: MAIN for everything; SIDE only for a hybrid search's
+# semantic list, read beside the keyword list in the same snapshot (beside()).
+MAIN, SIDE = "main", "side"
+_conns: dict[str, psycopg.Connection] = {}
+_last_used: dict[str, float] = {}
 
 
 def _alive(conn: psycopg.Connection) -> bool:
@@ -104,23 +108,24 @@ def _alive(conn: psycopg.Connection) -> bool:
         return False
 
 
-def _current(url: Optional[str] = None) -> psycopg.Connection:
-    global _conn, _last_used
-    stale = _conn is not None and time.monotonic() - _last_used > IDLE_PING_SECONDS and not _alive(_conn)
-    if _conn is None or _conn.closed or _conn.broken or stale:
+def _current(slot: str = MAIN) -> psycopg.Connection:
+    conn = _conns.get(slot)
+    stale = conn is not None and time.monotonic() - _last_used.get(slot, 0.0) > IDLE_PING_SECONDS and not _alive(conn)
+    if conn is None or conn.closed or conn.broken or stale:
         if stale:
-            reset()
-        _conn = open_connection(url or database_conninfo())
-    _last_used = time.monotonic()
-    return _conn
+            reset(slot)
+        conn = _conns[slot] = open_connection(database_conninfo())
+    _last_used[slot] = time.monotonic()
+    return conn
 
 
-def reset() -> None:
-    """Drop the cached connection (tests point the service at another database)."""
-    global _conn
-    if _conn is not None and not _conn.closed:
-        _conn.close()
-    _conn = None
+def reset(slot: Optional[str] = None) -> None:
+    """Drop the cached connection (every one when no slot is named: tests point the
+    service at another database)."""
+    for name in [slot] if slot else list(_conns):
+        conn = _conns.pop(name, None)
+        if conn is not None and not conn.closed:
+            conn.close()
 
 
 @contextmanager
@@ -166,10 +171,49 @@ def snapshot() -> Iterator[psycopg.Connection]:
     """A read-only transaction whose statements all see the same committed data
     (REPEATABLE READ): a search's semantic and keyword queries never straddle the
     swap of a document's chunks."""
+    with shared_snapshot() as (conn, _):
+        yield conn
+
+
+@contextmanager
+def shared_snapshot() -> Iterator[tuple[psycopg.Connection, Optional[str]]]:
+    """snapshot(), and the name under which another connection can read the same data
+    (beside()); None inside a transaction the caller opened, whose own writes another
+    connection would not see."""
     with connection() as conn:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            yield conn  # already inside the caller's transaction, which sets the isolation
+            yield conn, None  # already inside the caller's transaction, which sets the isolation
             return
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn, conn.execute("SELECT pg_export_snapshot() AS name").fetchone()["name"]
+
+
+def side_connection() -> Optional[psycopg.Connection]:
+    """The worker's second connection, acting for the same organisation; None when it
+    cannot be opened (the server's connections are all taken, say), and the caller then
+    runs its queries one after the other on the first."""
+    try:
+        conn = _current(SIDE)
+        _act_for(conn, _acting_for.get())
+        return conn
+    except psycopg.OperationalError as exc:
+        logger.warning("no second database connection; queries run one after the other: %s", exc)
+        reset(SIDE)
+        return None
+
+
+@contextmanager
+def beside(conn: psycopg.Connection, snapshot_name: str) -> Iterator[psycopg.Connection]:
+    """conn (side_connection()) in a read-only transaction that sees exactly what the
+    exporting transaction sees (SET TRANSACTION SNAPSHOT), which must stay open until
+    the block ends. May run in another thread than the exporter's."""
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
             yield conn
+    except psycopg.OperationalError as exc:
+        logger.warning("side database connection failed; it will be re-opened", exc_info=True)
+        reset(SIDE)
+        raise Transient("the database is unavailable; retry shortly") from exc

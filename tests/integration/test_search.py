@@ -179,29 +179,109 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
     assert len(doc) == 1 and doc[0]["status"] == "PROCESSED" and doc[0]["chunk_count"] == 1
 
 
-def test_hybrid_search_reads_one_snapshot_while_a_document_is_replaced(tenant, monkeypatch):
-    """The new version's chunks are committed between the keyword and the semantic
-    query of one hybrid search: the answer still holds one version only."""
+def test_hybrid_search_reads_both_lists_at_once_in_one_snapshot(tenant, monkeypatch):
+    """The keyword list is read on one connection while the semantic list is read on
+    another (each query waits for the other to have started: one after the other, the
+    first would wait in vain), and a new version committed before the second connection's
+    first statement stays out of both: it reads the first one's snapshot."""
+    import importlib
+    import threading
+
+    search_module = importlib.import_module("chalicelib.retrieval.search")
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Swap", description="")
     doc_id = _ingest(kb["id"], "farm.txt", "Version alpha: the llama farm grows alfalfa.")
     with connection() as conn:
         stored_kb = knowledge_bases.get_for_pipeline(conn, kb["id"])
     new_chunks = _embedded_chunks(stored_kb, "farm.txt", "Version beta: the llama farm grows barley.")
-    real_semantic_search = chunk_rows.semantic_search
+    swapped, keyword_started, semantic_started, met, sessions = (threading.Event(), threading.Event(),
+                                                                 threading.Event(), [], set())
+    real_embedding = search_module.cached_embedding
+    real_keyword, real_semantic = chunk_rows.keyword_search, chunk_rows.semantic_search
 
-    def swap_then_semantic_search(conn, *args, **kwargs):
-        with open_connection(os.environ["DATABASE_URL"]) as other:
-            assert chunk_rows.replace_document_chunks(other, doc_id=doc_id, kb_id=kb["id"], dim=384,
-                                                      chunks=new_chunks, page_count=None) is not False
-        return real_semantic_search(conn, *args, **kwargs)
+    def keyword_search(conn, *args, **kwargs):
+        if not swapped.is_set():
+            with open_connection(os.environ["DATABASE_URL"]) as other:
+                assert chunk_rows.replace_document_chunks(other, doc_id=doc_id, kb_id=kb["id"], dim=384,
+                                                          chunks=new_chunks, page_count=None) is not False
+            swapped.set()
+            keyword_started.set()
+            met.append(("keyword", semantic_started.wait(10)))
+        sessions.add(("keyword", conn.info.backend_pid))
+        return real_keyword(conn, *args, **kwargs)
 
-    monkeypatch.setattr(chunk_rows, "semantic_search", swap_then_semantic_search)
-    answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
+    def embedding(*args):
+        swapped.wait(10)  # the semantic side's first statement comes after the commit
+        return real_embedding(*args)
+
+    def semantic_search(conn, *args, **kwargs):
+        semantic_started.set()
+        met.append(("semantic", keyword_started.wait(10)))
+        sessions.add(("semantic", conn.info.backend_pid))
+        return real_semantic(conn, *args, **kwargs)
+
+    monkeypatch.setattr(search_module, "cached_embedding", embedding)
+    monkeypatch.setattr(chunk_rows, "keyword_search", keyword_search)
+    monkeypatch.setattr(chunk_rows, "semantic_search", semantic_search)
+    answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid", debug=True))
+    assert sorted(met) == [("keyword", True), ("semantic", True)]
+    assert len({pid for _, pid in sessions}) == 2
     assert [r["content"] for r in answer["results"]] == ["Version alpha: the llama farm grows alfalfa."]
-    monkeypatch.setattr(chunk_rows, "semantic_search", real_semantic_search)
+    top = answer["results"][0]["scores"]
+    assert top["vectorScore"] > 0 and top["keywordScore"] > 0  # both lists found it
+    for name, real in (("keyword_search", real_keyword), ("semantic_search", real_semantic)):
+        monkeypatch.setattr(chunk_rows, name, real)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version beta: the llama farm grows barley."]
+
+
+def test_hybrid_search_without_a_second_connection_reads_the_lists_in_turn(filled_kb, monkeypatch, caplog):
+    """A worker that cannot open its second connection (the server's are all taken)
+    answers as it would with it, from one connection."""
+    import psycopg
+
+    from chalicelib.storage import db
+
+    principal, kb = filled_kb
+    request = SearchRequest((kb["id"],), "baking bread at home", 3, strategy="hybrid", debug=True)
+    with_side = search(principal, request)
+    db.reset()
+    real_open = db.open_connection
+    opened = []
+
+    def open_connection(url):
+        if opened:  # the first is the main connection; the side one finds the server full
+            raise psycopg.OperationalError("FATAL: sorry, too many clients already")
+        opened.append(url)
+        return real_open(url)
+
+    monkeypatch.setattr(db, "open_connection", open_connection)
+    alone = search(principal, request)
+    assert "no second database connection" in caplog.text
+    assert len(opened) == 1 and db.SIDE not in db._conns
+    assert [(r["source"], r["scores"]) for r in alone["results"]] == \
+        [(r["source"], r["scores"]) for r in with_side["results"]]
+    assert alone["results"][0]["source"] == "cooking.txt"
+
+
+def test_hybrid_search_survives_its_second_connection_dying(filled_kb, caplog):
+    """The server ends the side connection between two searches (a failover, an idle
+    timeout): the search reads the semantic list on the first connection instead, and
+    the next one opens a new side connection."""
+    from chalicelib.storage import db
+
+    principal, kb = filled_kb
+    request = SearchRequest((kb["id"],), "baking bread at home", 3, strategy="hybrid", debug=True)
+    before = search(principal, request)
+    side_pid = db._conns[db.SIDE].info.backend_pid
+    with open_connection(os.environ["DATABASE_URL"]) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s) AS ended", (side_pid,)).fetchone()["ended"]
+    after = search(principal, request)
+    assert "side database connection failed" in caplog.text
+    assert [(r["source"], r["scores"]) for r in after["results"]] == \
+        [(r["source"], r["scores"]) for r in before["results"]]
+    search(principal, request)
+    assert db._conns[db.SIDE].info.backend_pid not in (side_pid, db._conns[db.MAIN].info.backend_pid)
 
 
 def test_hybrid_search_embeds_the_question_while_it_reads_the_keyword_list(tenant, monkeypatch):
