@@ -24,9 +24,15 @@ def _session(path: str):
     options = ort.SessionOptions()
     options.intra_op_num_threads = _threads()
     options.inter_op_num_threads = 1
-    # The thread pool spins between operators (onnxruntime's default): one query takes 4.7 ms
-    # median against 6.9 ms with spinning off, and two processes embedding at once on the two
-    # cores were as fast either way (10-11 s for 128 abstracts each).
+    # The thread pool sleeps between operators instead of spinning (onnxruntime's default).
+    # Spinning made one query alone about 2 ms faster (4.7 against 6.9 ms median), but a
+    # hybrid search embeds the question while PostgreSQL reads both lists, and on a
+    # machine that runs both (the local stack, 2 cores, a million chunks) the spinning
+    # threads took the database's CPU: hybrid with the embedding computed, p50 30-34 ms and
+    # p95 57-77 ms spinning against 24-27 and 41-55 ms not (two runs each, 60 searches).
+    # Two processes embedding batches at once were as fast either way (10-11 s for 128
+    # abstracts each; make bench: "thread pool spinning").
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
