@@ -75,7 +75,7 @@ def bm25_exact_pass(first: Bm25Query, stats: TermStatistics, found: list[float],
 
     `found`: the first pass's exact scores, best first. Its top_k-th is a floor: a chunk
     that beats it must hold at least one term outside the largest set of terms whose
-    bounds (idf x the term's best saturation) sum below the floor. Those "essential"
+    bounds (idf x Bm25Query.bound) sum below the floor. Those "essential"
     terms' postings are read whole, and only candidates whose essential postings plus the
     other terms' bounds reach the floor are scored. The stop rule: when the essential
     terms hold more than KEYWORD_POSTINGS_MAX postings, the first pass's answer stands
@@ -84,7 +84,7 @@ def bm25_exact_pass(first: Bm25Query, stats: TermStatistics, found: list[float],
     if len(found) < top_k:  # every candidate there is was read (or, filtered, scored by the full scan)
         return None
     floor = found[top_k - 1]
-    bound = {t: idf * first.saturation(*stats.bounds[t]) for t, idf in zip(first.terms, first.idfs)}
+    bound = {t: idf * first.bound(stats, t) for t, idf in zip(first.terms, first.idfs)}
     optional, rest = set(), 0.0
     for t in sorted(first.terms, key=lambda t: bound[t]):
         if rest + bound[t] >= floor:

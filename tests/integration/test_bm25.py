@@ -239,3 +239,37 @@ def test_documents_stored_at_once_in_one_knowledge_base_keep_the_statistics_righ
     assert errors == []
     _assert_in_step(kb["id"])
     assert _stored(kb["id"])["chunks"] == 12
+
+
+@pytest.mark.parametrize("words", [(3, 12), (120, 300)], ids=["short chunks", "long chunks"])
+def test_a_terms_bound_holds_for_every_chunk_and_the_best_posting_tightens_it(tenant, words):
+    """The second pass skips a term when its bound says it cannot lift a chunk over the
+    floor: no posting may score above it, whether the knowledge base's chunks average
+    fewer terms than the impact order assumes (100) or more."""
+    import random
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Bounds", description="")
+    pick = random.Random(words[0])
+    vocabulary = [f"{w}" for w in ("pump valve seal water impeller motor pipe gauge flow level tank filter drain"
+                                   " bearing shaft rotor").split()]
+    for i in range(8):
+        text = " ".join(pick.choice(vocabulary[: 4 + i]) for _ in range(pick.randint(*words)))
+        _ingest(kb["id"], f"doc{i}.txt", text + ".")
+    # a term's highest frequency and shortest chunk in two different chunks
+    _ingest(kb["id"], "short.txt", "Pump.")
+    _ingest(kb["id"], "often.txt", " ".join(["pump"] * 6 + vocabulary * 2) + ".")
+    ref = _reference(kb["id"])
+    with connection() as conn:
+        found = terms.query_terms(conn, " ".join(vocabulary))
+        stats = terms.statistics(conn, [kb["id"]], found)
+    query = policy.bm25_query(stats, found, top_k=5)
+    average = ref["length"] / ref["chunks"]
+    assert (average < 100) == (words[0] < 100)
+    tighter = 0
+    for term in query.terms:
+        best = max(query.saturation(tf[term], sum(tf.values())) for tf in ref["tf"].values() if term in tf)
+        assert best <= query.bound(stats, term) + 1e-9, term
+        assert query.bound(stats, term) <= query.saturation(*stats.bounds[term])
+        tighter += query.bound(stats, term) < query.saturation(*stats.bounds[term]) - 1e-6
+    assert tighter  # the best posting bounds some term more closely than its counts do
