@@ -26,9 +26,15 @@ BM25_K1, BM25_B = 1.2, 0.75
 KEYWORD_TERMS_MAX = 32
 # Postings read per term in the first pass, in impact order, before the exact scoring of
 # the best candidates; the second pass reads the terms that could still change the top
-# whole, when they hold KEYWORD_POSTINGS_MAX postings or fewer.
+# whole, when they hold KEYWORD_POSTINGS_MAX postings or fewer. Reading and summing a
+# posting costs ~1 us (EXPLAIN ANALYZE at a million chunks: 27k postings, 24 ms) however
+# the query is shaped or parallelised. On the benchmark's million chunks, as kb_app
+# (issue 12's closing note: share of the exact top 10 over 20 questions, p95 over 30 x 2):
+# 40,000 found 0.560 at keyword p95 49.5 ms, 30,000 0.520 at 46.2 ms, 20,000 0.485 at
+# 32.3 ms; hybrid, which reads the same keyword list, had p95 48-54 ms at 40,000 and
+# 29-32 ms at 20,000.
 KEYWORD_PER_TERM = 400
-KEYWORD_POSTINGS_MAX = 40_000
+KEYWORD_POSTINGS_MAX = 20_000
 # Candidates scored exactly from their tsv: in the first pass, and in the second, whose
 # candidates are ordered by their essential terms alone. At a million chunks 200 found
 # as much of the exact top 10 as 500 (0.520 against 0.525, 20 questions) and cut keyword
