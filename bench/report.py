@@ -217,9 +217,12 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         cells = " | ".join(f"{row['hnsw'][ef]['recall@10']:.3f} ({row['hnsw'][ef]['p50']:.1f} ms)" for ef in efs)
         lines.append(f"| {int(size):,} | {cells} | {build} |")
     if all("bm25" in row for row in ours["latency"].values()):
-        lines += ["", "Keyword search answers from postings: each term's best 400 chunks by impact, then a second "
-                      "pass (MaxScore) that reads whole the terms whose bound could still change the top 10 when they "
-                      "hold 40,000 postings or fewer (else the first pass's answer stands). Against exact BM25 (every chunk holding a query term scored), 20 "
+        from chalicelib.retrieval import policy
+
+        lines += ["", f"Keyword search answers from postings: each term's best {policy.KEYWORD_PER_TERM} chunks by "
+                      "impact, then a second pass (MaxScore) that reads whole the terms whose bound could still change "
+                      f"the top 10 when they hold {policy.KEYWORD_POSTINGS_MAX:,} postings or fewer (else the first "
+                      "pass's answer stands). Against exact BM25 (every chunk holding a query term scored), 20 "
                       "queries: the share of the exact top 10 the service returns (a chunk tied with the 10th "
                       "counts as found), and how often the second pass ran.", "",
                   "| chunks | exact top 10 found | lowest | second pass |", "|---|---|---|---|"]
@@ -248,7 +251,8 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
               "", f"![latency]({images[0]})", "",
               "Keyword search reads a bounded number of postings per question from a btree (chunk_terms, "
               "migration 0011) instead of ranking every chunk that shares a word with it, so its cost follows "
-              "the question's terms more than the corpus; hybrid runs it beside the HNSW scan.",
+              "the question's terms more than the corpus. Hybrid reads it on one connection while a second "
+              "connection, in the same snapshot, embeds the question and scans the HNSW index.",
               "", "## Throughput through API Gateway", "",
               f"Semantic searches with cached query embeddings on the real corpus ({ours['chunks']:,} chunks), "
               f"each level for {ours['throughputSeconds']} s.", "",
