@@ -152,7 +152,8 @@ def _act_for(conn: psycopg.Connection, org_id: str) -> None:
     """Set kb.org_id for the session when it changes (a worker serves one caller at a
     time, so usually once per worker and tenant). A session setting, not SET LOCAL:
     the connections are in autocommit mode. Behind RDS Proxy it pins the connection,
-    which costs nothing extra for a Lambda worker's single connection."""
+    which costs nothing extra: a Lambda worker keeps its connections (one, and a second
+    once it has served a hybrid search) for its lifetime anyway."""
     if getattr(conn, "_kb_acting_for", None) != org_id:
         conn.execute("SELECT set_config('kb.org_id', %s, false)", (org_id,))
         conn._kb_acting_for = org_id

@@ -57,8 +57,8 @@ class Bm25Query:
         i = tf / (tf + x) is the saturation at IMPACT_AVERAGE_LENGTH; at the knowledge
         base's own average A the saturation is at most (k1 + 1) i / (i + r (1 - i)),
         r = min(1, IMPACT_AVERAGE_LENGTH / A): with r <= 1, x shrinks by r at most. On the
-        benchmark's million chunks the second bound was ~10% lower, and a third of the
-        questions read fewer postings in the exact pass (a few under a tenth)."""
+        benchmark's million chunks the second bound was ~10% lower, and in 8 of 30
+        questions the exact pass's terms held fewer postings (31,306 -> 3,466 in one)."""
         by_counts = self.saturation(*stats.bounds[term])
         impact = stats.impacts.get(term)
         if impact is None or (self.k1, self.b) != (IMPACT_K1, IMPACT_B):
