@@ -31,8 +31,8 @@ KEYWORD_TERMS_MAX = 32
 # the query is shaped or parallelised. On the benchmark's million chunks, as kb_app
 # (issue 12's closing note: share of the exact top 10 over 20 questions, p95 over 30 x 2):
 # 40,000 found 0.560 at keyword p95 49.5 ms, 30,000 0.520 at 46.2 ms, 20,000 0.485 at
-# 32.3 ms; hybrid, which reads the same keyword list, had p95 48-54 ms at 40,000 and
-# 29-32 ms at 20,000.
+# 32.3 ms; hybrid, which reads the same keyword list, had p95 47-54 ms at 40,000 and
+# 29-38 ms at 20,000 (several runs, the embedding cached or computed).
 KEYWORD_PER_TERM = 400
 KEYWORD_POSTINGS_MAX = 20_000
 # Candidates scored exactly from their tsv: in the first pass, and in the second, whose
