@@ -89,8 +89,9 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     # Both lists from the same data, even while a document is replaced; acting for the
     # caller's organisation also in-process (tests, benchmarks), as keyword search's GIN
     # path reads chunks_visible, which shows only what that organisation may read.
-    with acting_for(principal.org_id), shared_snapshot() as (conn, snapshot_name):
-        side = db.side_connection() if request.strategy == "hybrid" and snapshot_name else None
+    hybrid = request.strategy == "hybrid"
+    with acting_for(principal.org_id), shared_snapshot(share=hybrid) as (conn, snapshot_name):
+        side = db.side_connection() if hybrid and snapshot_name else None
         if side is not None:
             # Hybrid's semantic list (the embedding, then the graph) is read on a second
             # connection in the same snapshot while the keyword list is read on the first.

@@ -172,22 +172,22 @@ def snapshot() -> Iterator[psycopg.Connection]:
     """A read-only transaction whose statements all see the same committed data
     (REPEATABLE READ): a search's semantic and keyword queries never straddle the
     swap of a document's chunks."""
-    with shared_snapshot() as (conn, _):
+    with shared_snapshot(share=False) as (conn, _):
         yield conn
 
 
 @contextmanager
-def shared_snapshot() -> Iterator[tuple[psycopg.Connection, Optional[str]]]:
-    """snapshot(), and the name under which another connection can read the same data
-    (beside()); None inside a transaction the caller opened, whose own writes another
-    connection would not see."""
+def shared_snapshot(share: bool = True) -> Iterator[tuple[psycopg.Connection, Optional[str]]]:
+    """snapshot(), and (when asked to share) the name under which another connection can
+    read the same data (beside()); None inside a transaction the caller opened, whose
+    own writes another connection would not see."""
     with connection() as conn:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             yield conn, None  # already inside the caller's transaction, which sets the isolation
             return
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield conn, conn.execute("SELECT pg_export_snapshot() AS name").fetchone()["name"]
+            yield conn, (conn.execute("SELECT pg_export_snapshot() AS name").fetchone()["name"] if share else None)
 
 
 def side_connection() -> Optional[psycopg.Connection]:
