@@ -140,11 +140,19 @@ def connection() -> Iterator[psycopg.Connection]:
     except psycopg.OperationalError as exc:
         logger.warning("could not connect to the database: %s", exc)
         raise Transient("the database is unavailable; retry shortly") from exc
-    try:
+    with _reopened_after_fault("database connection"):
         yield conn
+
+
+@contextmanager
+def _reopened_after_fault(what: str, slot: Optional[str] = None) -> Iterator[None]:
+    """A fault inside the block drops the connection (every one when no slot is named),
+    so the next call opens a new one, and becomes a Transient error."""
+    try:
+        yield
     except psycopg.OperationalError as exc:
-        logger.warning("database connection failed; it will be re-opened", exc_info=True)
-        reset()
+        logger.warning("%s failed; it will be re-opened", what, exc_info=True)
+        reset(slot)
         raise Transient("the database is unavailable; retry shortly") from exc
 
 
@@ -209,12 +217,7 @@ def beside(conn: psycopg.Connection, snapshot_name: str) -> Iterator[psycopg.Con
     """conn (side_connection()) in a read-only transaction that sees exactly what the
     exporting transaction sees (SET TRANSACTION SNAPSHOT), which must stay open until
     the block ends. May run in another thread than the exporter's."""
-    try:
-        with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
-            yield conn
-    except psycopg.OperationalError as exc:
-        logger.warning("side database connection failed; it will be re-opened", exc_info=True)
-        reset(SIDE)
-        raise Transient("the database is unavailable; retry shortly") from exc
+    with _reopened_after_fault("side database connection", SIDE), conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
+        yield conn

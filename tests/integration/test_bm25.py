@@ -251,8 +251,8 @@ def test_a_terms_bound_holds_for_every_chunk_and_the_best_posting_tightens_it(te
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Bounds", description="")
     pick = random.Random(words[0])
-    vocabulary = [f"{w}" for w in ("pump valve seal water impeller motor pipe gauge flow level tank filter drain"
-                                   " bearing shaft rotor").split()]
+    vocabulary = ("pump valve seal water impeller motor pipe gauge flow level tank filter drain"
+                  " bearing shaft rotor").split()
     for i in range(8):
         text = " ".join(pick.choice(vocabulary[: 4 + i]) for _ in range(pick.randint(*words)))
         _ingest(kb["id"], f"doc{i}.txt", text + ".")
