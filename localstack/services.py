@@ -90,7 +90,9 @@ def postgres_up() -> str:
     if (int(shown[4]), int(float(shown[6]))) != (MAX_CONNECTIONS, shared_buffers_mb()):
         server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
         server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB';")
-        _pg_ctl("-w", "-m", "fast", "restart")  # the same options as the running server
+        # The same options as the running server, and its log: without -l the restarted server
+        # writes to a file pg_ctl deletes, and check_vector_operations could not read a crash.
+        _pg_ctl("-w", "-m", "fast", "-l", str(STATE / "pgdata" / "log"), "restart")
     check_vector_operations(server.get_uri("postgres"))
     if "kb" not in server.psql("SELECT datname FROM pg_database;"):
         server.psql(f"CREATE DATABASE {DATABASE};")
@@ -212,7 +214,8 @@ def _stop_foreign_server() -> None:
         return
     if Path(exe.removesuffix(" (deleted)")) == (bindir() / "postgres").resolve():
         return
-    print(f"stopping the PostgreSQL that runs from {exe}: the stack now runs {SERVER_PACKAGE}'s")
+    print(f"stopping the PostgreSQL left running from another wheel's binaries ({exe}): "
+          f"the stack now runs {SERVER_PACKAGE}'s")
     _stop_postmaster(pid)
 
 

@@ -31,6 +31,9 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
                              report), (size, strategy)
     assert len(re.findall(r"^\| (1|4|16) \| \d+\.\d \|", report, re.M)) == 3  # throughput per client count
     assert "## Local embedding model: ONNX against PyTorch" in report
+    # the server's pgvector against the wheel's and a -march=native build, each as a ratio to it
+    assert re.search(r"^\| portable \| (\d+\.\d\d / \d+\.\d\d \(×1\.00\) \| ){3}\d+\.\d \(×1\.00\) \|$", report, re.M)
+    assert re.search(r"^\| native \| (\d+\.\d\d / \d+\.\d\d \(×\d\.\d\d\) \| ){3}", report, re.M)
     for texts in ("SciFact abstracts", "SciFact train queries", "half abstracts, half queries"):
         assert re.search(rf"^\| {texts}[^|]*, \d+ \| \d+\.\d \|", report, re.M), texts  # ONNX texts/s
     service_weight = f"{limits.HYBRID_WEIGHTS[0]:.1f}".replace(".", r"\.")

@@ -94,3 +94,13 @@ def test_make_up_ingests_again_a_sample_an_earlier_run_left_failed(db):
     assert f"document   {doc['id']} PROCESSED" in again.stdout and "top hit    getting-started.md" in again.stdout
     row = db.execute("SELECT status, error_code FROM documents WHERE id = %s", (doc["id"],)).fetchone()
     assert (row["status"], row["error_code"]) == ("PROCESSED", None)
+
+
+def test_the_server_logs_where_make_up_reads_a_crash():
+    """check_vector_operations reads .kb/pgdata/log for a backend's death; the first `make up`
+    restarts the server with its settings, and that restart once sent the log to a file
+    pg_ctl deleted (the probe then said "connection failed" without the cause)."""
+    from localstack import services
+
+    pid = int((services.STATE / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
+    assert os.readlink(f"/proc/{pid}/fd/2") == str(services.STATE / "pgdata" / "log")

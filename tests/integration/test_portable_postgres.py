@@ -208,23 +208,19 @@ def server_with_an_avx512_pgvector():
     from localstack import portable_pgvector
 
     base = Path(tempfile.mkdtemp(prefix="kb-sigill-"))
-    package = services.bindir().parent.parent  # pginstall/, and the libraries it links beside it
-    install = base / package.name / "pginstall"
-    shutil.copytree(package / "pginstall", install, symlinks=True)
-    shutil.copytree(package.parent / f"{package.name}.libs", base / f"{package.name}.libs", symlinks=True)
     built = portable_pgvector.compile_vector(base / "pgvector", optflags="-march=skylake-avx512")
     assert beyond_baseline(built)  # it does hold AVX-512 outside run-time dispatch
-    os.replace(built, install / "lib" / "vector.so")
+    bin_dir = portable_pgvector.copy_install(base, built)
     user = _server_user()
     (base / "sockets").mkdir()
     if user:
         owner = pwd.getpwnam(user["user"])
         for path in (base, base / "sockets"):
             os.chown(path, owner.pw_uid, owner.pw_gid)
-    subprocess.run([str(install / "bin" / "initdb"), "-D", str(base / "pgdata"), "-U", "postgres", "--auth=trust",
+    subprocess.run([str(bin_dir / "initdb"), "-D", str(base / "pgdata"), "-U", "postgres", "--auth=trust",
                     "--no-sync"], check=True, capture_output=True, **user)
     log = open(base / "server.log", "w")
-    postmaster = subprocess.Popen([QEMU, "-cpu", "Haswell", str(install / "bin" / "postgres"), "-D", str(base / "pgdata"),
+    postmaster = subprocess.Popen([QEMU, "-cpu", "Haswell", str(bin_dir / "postgres"), "-D", str(base / "pgdata"),
                                    "-k", str(base / "sockets"), "-c", "listen_addresses=", "-c", "max_connections=10",
                                    "-c", "restart_after_crash=off"],
                                   stdout=log, stderr=subprocess.STDOUT, **user)
