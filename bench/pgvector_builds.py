@@ -120,7 +120,12 @@ def main() -> None:
         for label, sql in probes.items():
             exact = label.startswith("exact")
             for s in servers:
+                # the graph for the HNSW rows (at m 24 the planner would sort the table: chunks.py)
                 s.conn.execute(f"SET enable_indexscan = {'off' if exact else 'on'}")
+                s.conn.execute(f"SET enable_sort = {'on' if exact else 'off'}")
+                plan = " ".join(r[0] for r in s.conn.execute("EXPLAIN " + sql, (1,)))
+                if ("items_hnsw" in plan) == exact:  # each probe measures what its label says
+                    raise SystemExit(f"{label} on {s.name}: the plan is not what it measures: {plan}")
                 _timed(s.conn, sql, (1,))  # warm
             for q in range(queries):
                 target = 1 + (q * 7919) % rows

@@ -321,11 +321,11 @@ def main() -> None:
     report = out_dir / "benchmarks.md"
     report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds))
     figures = out_dir / "benchmarks.json"
-    figures.write_text(json.dumps(figures_json(ours, peer), indent=1) + "\n")
+    figures.write_text(json.dumps(figures_json(ours, peer, builds), indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
 
 
-def figures_json(ours: dict, peer: dict) -> dict:
+def figures_json(ours: dict, peer: dict, builds: dict) -> dict:
     """Every figure of the report in one machine-readable file (camelCase keys)."""
     search = []
     for size, row in by_size(ours):
@@ -349,7 +349,14 @@ def figures_json(ours: dict, peer: dict) -> dict:
                  for strategy, r in row.get("isolation", {}).items()]
     return {"search": search, "hnswRecall": hnsw, "quality": quality, "fusion": ours.get("fusion", []),
             "minScore": ours.get("minScore", []), "isolation": isolation,
-            "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", [])}
+            "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", []),
+            "pgvectorBuilds": pgvector_builds_json(builds)}
+
+
+def pgvector_builds_json(builds: dict) -> list[dict]:
+    return [{"build": name, "rows": builds["rows"], "hnswBuildMs": row["hnswBuildMs"],
+             **{probe: {"p50Ms": row[probe]["p50"], "p95Ms": row[probe]["p95"]} for probe in row if probe != "hnswBuildMs"}}
+            for name, row in builds["builds"].items()]
 
 
 if __name__ == "__main__":
