@@ -5,6 +5,7 @@ import secrets
 from typing import Optional
 
 from chalicelib import limits
+from chalicelib.agents.schemas import check_tool_schema
 from chalicelib.errors import Conflict, Invalid
 from chalicelib.retrieval.model import STRATEGIES
 from chalicelib.validate import int_field, number_field
@@ -163,6 +164,8 @@ def check_tools_array(tools) -> list[dict]:
                 tool.pop(field, None)  # null means absent (the API documents a string and an object)
             elif not isinstance(tool[field], kind):
                 raise Invalid.field(f"{where}.{field}", f"must be {what}")
+        if "schema" in tool:
+            check_tool_schema(tool["schema"], f"{where}.schema")
         if tool["type"] == KNOWLEDGE_BASE:
             tools[index] = tool = _knowledge_base_tool_from(tool, where)
         elif tool["type"] == KNOWLEDGE_SEARCH:

@@ -25,7 +25,10 @@ def agent_server(principal: Principal, agent_id: str) -> Server:
         return [types.Tool(name=t["name"], description=t["description"], inputSchema=t["inputSchema"])
                 for t in service.tool_definitions(principal, agent_id, "mcp")["tools"]]
 
-    @server.call_tool()
+    # No validation of the arguments against the tool's schema by the SDK: a stored schema
+    # is a caller's data, and evaluating it fetched what its $ref named and ran its patterns
+    # (agents/schemas.py). invoke_tool checks the arguments of the tools the service runs.
+    @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict) -> types.CallToolResult:
         tool = next((t for t in service.list_tools(principal, agent_id) if t["name"] == name), None)
         if tool is None:
@@ -59,7 +62,10 @@ async def _serve(server: Server, request) -> tuple[int, dict, bytes]:
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
         "scheme": "https", "path": request.context.get("path", "/mcp"), "raw_path": b"", "root_path": "",
         "query_string": b"", "server": ("kb-service", 443), "client": ("127.0.0.1", 0),
-        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()],
+        # HTTP header bytes are Latin-1; what API Gateway decoded otherwise becomes "?" (a
+        # non-Latin-1 character here raised UnicodeEncodeError: a 500).
+        "headers": [(k.lower().encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+                    for k, v in request.headers.items()],
     }
     body, sent = request.raw_body or b"", False
     answer = {"status": 500, "headers": {}, "body": b""}
