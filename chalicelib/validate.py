@@ -7,6 +7,8 @@ from typing import Any, Optional
 from chalicelib import limits
 from chalicelib.errors import Invalid
 
+INT_MAX_DIGITS = 18  # a bigint's; no integer the API takes is longer
+
 
 def _bad_text(value: str) -> bool:
     """NUL cannot be stored in PostgreSQL text, and a lone surrogate is not Unicode."""
@@ -77,6 +79,8 @@ def int_field(value: Any, name: str, bounds: limits.Range, *, default=None, whol
     if value is None:
         return int(bounds.default if default is None else default)
     if isinstance(value, str) and value.strip().lstrip("-").isdecimal():  # not isdigit: int("²") fails
+        if len(value.strip().lstrip("-")) > INT_MAX_DIGITS:  # int() refuses 4,300 digits with a ValueError
+            raise Invalid.field(name, f"must be {bounds.describe()}")
         value = int(value)
     if whole_floats and isinstance(value, float) and value.is_integer():
         value = int(value)

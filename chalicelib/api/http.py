@@ -100,7 +100,9 @@ def authenticated(blueprint) -> Callable:
                 throttle.refuse_if_guessing(source)
                 principal = _principal(request.headers.get("authorization"), source)
                 throttle.take(principal)
-                with acting_for(principal.org_id):  # what the database lets the request see
+                for name, value in kwargs.items():  # path ids reach SQL: no NUL, no broken Unicode
+                    check_text(value, name)
+                with acting_for(principal.org_id, principal.user_id):  # what the database lets the request see
                     return view(principal, *args, **kwargs)
             except errors.ServiceError as err:
                 if status_of(err) >= 500:

@@ -7,7 +7,7 @@ from chalicelib.api.views import audit_view, key_view
 from chalicelib.audit import AuditQuery, audit_log
 from chalicelib.auth import keys
 from chalicelib.errors import Invalid
-from chalicelib.validate import int_field, refuse_unknown, string_field, timestamp_field
+from chalicelib.validate import INT_MAX_DIGITS, int_field, refuse_unknown, string_field, timestamp_field
 
 blueprint = Blueprint(__name__)
 
@@ -60,7 +60,7 @@ def organisation_audit_log(principal):
     refuse_unknown(params, {"targetType", "targetId", "userId", "since", "until", "limit", "nextToken"},
                    "is not a filter of the audit log")
     token = params.get("nextToken")
-    if token is not None and not token.isdecimal():
+    if token is not None and not (token.isdecimal() and len(token) <= INT_MAX_DIGITS):
         raise Invalid.field("nextToken", "is not a token this endpoint gave")
     query = AuditQuery(
         target_type=params.get("targetType"), target_id=params.get("targetId"), user_id=params.get("userId"),

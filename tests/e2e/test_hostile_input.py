@@ -123,3 +123,61 @@ def test_a_filter_operator_the_service_does_not_know_is_a_400_naming_it(api, kb,
     assert answer["error"]["status"] == 400 and "between" in answer["error"]["message"]
     good = {"orAll": [{"equals": {"key": "team", "value": "energy"}}, {"greaterThan": {"key": "year", "value": 2022}}]}
     assert api.call("POST", "/search", {"knowledgeBaseIds": [kb["id"]], "query": "x", "filter": good}).status_code == 200
+
+
+HUGE = "9" * 5000  # past Python's 4,300-digit int() limit: a ValueError, once a 500
+
+
+@pytest.fixture(scope="module")
+def agent(api, kb):
+    agent = api.call("POST", "/agents", {"name": "Hostile helper"}).json()["data"]
+    api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools", {"quickAdd": True, "knowledgeBaseId": kb["id"]})
+    return agent
+
+
+@pytest.mark.parametrize("method,path,body,params,field", [
+    ("POST", "/knowledge-bases/{kb}/search", {"query": "q", "topK": HUGE}, None, "topK"),
+    ("POST", "/knowledge-bases/{kb}/search", {"query": "q", "maxTokens": HUGE}, None, "maxTokens"),
+    ("GET", "/knowledge-bases", None, {"limit": HUGE}, "limit"),
+    ("GET", "/knowledge-bases/{kb}/query", None, {"q": "pump", "top_k": HUGE}, "top_k"),
+    ("GET", "/knowledge-search", None, {"q": "pump", "max_results": HUGE}, "max_results"),
+    ("POST", "/api-keys", {"name": "k", "expiresInDays": HUGE}, None, "expiresInDays"),
+    ("POST", "/agents/{agent}/knowledge-base-tools", {"knowledgeBaseId": "{kb}", "defaultTopK": HUGE}, None,
+     "defaultTopK"),
+    ("GET", "/audit-log", None, {"nextToken": "9" * 30}, "nextToken"),  # past a bigint
+])
+def test_numbers_past_any_bound_are_a_400_naming_the_field(api, kb, agent, method, path, body, params, field):
+    fill = {"kb": kb["id"], "agent": agent["id"]}
+    body = {k: v.format(**fill) if isinstance(v, str) and "{" in v else v for k, v in (body or {}).items()} or None
+    answer = api.call(method, path.format(**fill), body, params=params)
+    assert answer.status_code == 400, answer.text[:300]
+    assert field in answer.json()["error"]["message"]
+
+
+def test_a_number_past_any_bound_in_the_search_lambda_is_a_400(lambda_client, api, kb):
+    answer = invoke(lambda_client, {"apiKey": api.key, "knowledgeBaseId": kb["id"], "query": "q", "topK": HUGE})
+    assert answer["success"] is False and answer["error"]["status"] == 400 and "topK" in answer["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/knowledge-bases/%00", "/knowledge-bases/%00/documents", "/agents/%00",
+                                  "/agents/%00/tools", "/knowledge-bases/kb_x/documents/a%00b"])
+def test_a_nul_in_a_path_id_is_a_400_naming_it(api, path):
+    answer = requests.get(api.base_url + path, headers={"Authorization": f"Bearer {api.key}"}, timeout=60)
+    error = _refused(answer, 400, "INVALID_INPUT")
+    assert "NUL" in error["message"]
+
+
+def test_mcp_get_is_a_405_at_once_and_odd_header_bytes_are_no_500(api, agent):
+    url = f"{api.base_url}/agents/{agent['id']}/mcp"
+    auth = {"Authorization": f"Bearer {api.key}"}
+    answer = requests.get(url, headers={**auth, "Accept": "text/event-stream"}, timeout=60)
+    assert "POST JSON-RPC" in _refused(answer, 405, "METHOD_NOT_ALLOWED")["message"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    answer = requests.post(url, json=body, timeout=60, headers={
+        **auth, "Accept": "application/json, text/event-stream", "X-Note": "€ café".encode("utf-8")})
+    assert answer.status_code == 200, answer.text[:300]
+    assert [t["name"] for t in answer.json()["result"]["tools"]] == ["search_hostile"]
+    deep = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + b'{"a": ' * 60 + b"1" + b"}" * 61
+    answer = requests.post(url, data=deep, timeout=60, headers={
+        **auth, "Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+    assert "nests deeper than 32 levels" in _refused(answer, 400, "INVALID_INPUT")["message"]
