@@ -9,6 +9,7 @@ is a 404. What it can see but may not change is a 403 FORBIDDEN, decided here.
   and reads its audit log.
 A knowledge base's settings (name, description, visibility) and its deletion belong to
 its owner and the organisation's admins; an agent belongs to its owner and the admins.
+Ownership never outranks the role: an owner who is now a viewer changes nothing.
 """
 from chalicelib.auth.principal import Principal
 from chalicelib.errors import Forbidden, NotFound
@@ -44,7 +45,10 @@ def widest_entry_level(principal: Principal) -> str:
 
 
 def may_manage_kb(principal: Principal, kb: dict) -> bool:
-    """Rename, change visibility, delete: the owner and the organisation's admins."""
+    """Rename, change visibility, delete: the owner and the organisation's admins. Ownership
+    never outranks the role: an owner made a viewer changes nothing."""
+    if principal.role == "viewer":
+        return False
     return kb["owner_id"] == principal.user_id or (principal.is_admin and kb["org_id"] == principal.org_id)
 
 
@@ -67,6 +71,7 @@ def kb_to_write(conn, principal: Principal, kb_id: str, action: str) -> dict:
 def kb_to_manage(conn, principal: Principal, kb_id: str, action: str, *, for_update: bool = False) -> dict:
     kb = kb_to_read(conn, principal, kb_id)
     if not may_manage_kb(principal, kb):
+        require_writer(principal, action)
         raise Forbidden(f"only the owner of knowledge base {kb_id} or an admin of its organisation can {action}")
     # Locked only now: the database lets no one lock another organisation's rows.
     return knowledge_bases.get_visible(conn, principal, kb_id, for_update=True) if for_update else kb

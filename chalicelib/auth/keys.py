@@ -8,7 +8,7 @@ from typing import Optional
 
 from chalicelib.auth.access import require_admin
 from chalicelib.auth.principal import Principal
-from chalicelib.errors import NotFound, Transient
+from chalicelib.errors import Forbidden, NotFound, Transient
 from chalicelib.storage import EVERY_ORGANISATION, acting_for, audit, connection, tenants
 
 KEY_PREFIX = "kbk_"
@@ -110,6 +110,10 @@ def rotate_key(principal: Principal, key_id: str) -> NewKey:
     key, digest, prefix = _new_key()
     with connection() as conn, conn.transaction():
         old = _key_to_manage(conn, principal, key_id)
+        if old["user_id"] != principal.user_id:
+            # The new key would be a working key for that user in the admin's hands, and with it
+            # the user's private knowledge bases and individual entries: an admin revokes.
+            raise Forbidden(f"API key {key_id} is another user's: an admin may revoke it, only its owner rotates it")
         if old["revoked_at"] is not None:
             raise NotFound(f"API key {key_id} was revoked; create a new key instead")
         lifetime = None

@@ -143,6 +143,10 @@ def test_api_keys_are_listed_created_revoked_rotated_and_expire(org, local_env, 
     _error(editor.call("GET", "/api-keys?all=true"), 403, "FORBIDDEN")
     every = _data(admin.call("GET", "/api-keys?all=true"))["items"]
     assert {"ada", "ed", "cole", "vi"} <= {k["userName"] for k in every}
+    # an admin never holds a working key of another user (issue 29): it revokes, it does not rotate
+    assert "only its owner rotates it" in _error(admin.call("POST", f"/api-keys/{rotated['id']}/rotate"),
+                                                 403, "FORBIDDEN")
+    assert fresh.call("GET", "/knowledge-bases").status_code == 200
     assert _data(admin.call("DELETE", f"/api-keys/{rotated['id']}"))["status"] == "revoked"
     _error(fresh.call("GET", "/knowledge-bases"), 401, "UNAUTHORIZED")
 
@@ -245,3 +249,18 @@ def test_every_error_is_in_the_envelope(api):
         assert r.status_code == status, (method, path, r.status_code, r.text)
         assert r.json() == {"success": False, "error": {"code": code, "message": r.json()["error"]["message"]}}
     assert requests.delete(api.base_url + "/health").headers["Allow"] == "GET"
+
+
+def test_an_owner_made_a_viewer_changes_nothing_it_owns(local_env, org):
+    """Issue 29: ownership never outranks the role. After `make key ... ROLE=viewer` the
+    former owner reads its knowledge base and may not rename, publish or delete it."""
+    name = f"e2e-demoted-{secrets.token_hex(4)}"
+    new_key(local_env, name, "root")  # the organisation's first user, its admin
+    owner = Api(local_env["KB_API_URL"], new_key(local_env, name, "olga"))
+    kb = _data(owner.call("POST", "/knowledge-bases", {"name": "Olga's", "visibility": "private"}), 201)
+    demoted = Api(local_env["KB_API_URL"], new_key(local_env, name, "olga", role="viewer"))
+    path = f"/knowledge-bases/{kb['id']}"
+    assert _data(demoted.call("GET", path))["id"] == kb["id"]
+    for method, body in (("PATCH", {"name": "Renamed"}), ("PATCH", {"visibility": "public"}), ("DELETE", None)):
+        assert "viewer" in _error(demoted.call(method, path, body), 403, "FORBIDDEN")
+    assert _data(demoted.call("GET", path))["name"] == "Olga's"
