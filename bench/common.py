@@ -98,7 +98,7 @@ def as_the_functions(principal):
     os.environ["DATABASE_URL"] = db.functions_login(owner)
     db.reset()
     try:
-        with acting_for(principal.org_id):
+        with acting_for(principal.org_id, principal.user_id):
             yield
     finally:
         os.environ["DATABASE_URL"] = owner
@@ -122,7 +122,7 @@ def two_logins(principal):
         db._last_used.update(dict.fromkeys(conns[name], time.monotonic()))
 
     try:
-        with acting_for(principal.org_id):
+        with acting_for(principal.org_id, principal.user_id):
             yield switch
     finally:
         db._conns.clear()

@@ -278,7 +278,7 @@ def bm25_agreement(principal, kb, sample) -> dict:
     policy.bm25_exact_pass = counted
     try:
         for q in sample:
-            with acting_for(principal.org_id), snapshot() as conn:
+            with acting_for(principal.org_id, principal.user_id), snapshot() as conn:
                 words = terms.query_terms(conn, q["text"])
                 bm25 = policy.bm25_query(terms.statistics(conn, [kb["id"]], words), words, 10)
                 exact = _exact_bm25(conn, kb["id"], bm25) if bm25.terms else []

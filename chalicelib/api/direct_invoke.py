@@ -25,7 +25,7 @@ def handle_kb_search(event: dict) -> dict:
         if principal is None:
             raise Unauthorized("apiKey is missing or not valid")
         throttle.take(principal)
-        with acting_for(principal.org_id):
+        with acting_for(principal.org_id, principal.user_id):
             return _answer(principal, event)
     except ServiceError as err:
         return _error(err)

@@ -6,8 +6,9 @@ from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
 from chalicelib.api.views import document_view, entry_hit_view, entry_view, sync_view, upload_view
 from chalicelib.documents import entries, service, uploads
+from chalicelib.auth.access import ENTRY_LEVELS
 from chalicelib.errors import Invalid
-from chalicelib.validate import int_field, string_field
+from chalicelib.validate import choice_field, int_field, string_field
 
 blueprint = Blueprint(__name__)
 
@@ -88,7 +89,7 @@ def create_entry(principal, kb_id):
     entry = entries.create_entry(
         principal, kb_id, title=string_field(body, "title", required=True, max_length=limits.ENTRY_TITLE_MAX_CHARS),
         content=string_field(body, "content", required=True, max_length=limits.ENTRY_CONTENT_MAX_CHARS),
-        metadata=_metadata(body))
+        metadata=_metadata(body), level=choice_field(body, "level", ENTRY_LEVELS, "individual"))
     return ok(entry_view(entry), status=201 if entry.created else 200)
 
 

@@ -7,8 +7,9 @@ from typing import Optional
 
 from chalicelib import limits
 from chalicelib.auth import Principal
-from chalicelib.auth.access import kb_to_write
+from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
 from chalicelib.embeddings import get_provider
+from chalicelib.errors import Forbidden
 from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
@@ -60,8 +61,14 @@ def _existing(row: dict) -> Entry:
                  type=row["entry_type"], confidence=row["confidence"])
 
 
-def create_entry(principal: Principal, kb_id: str, *, title: str, content: str, metadata: dict) -> Entry:
-    return store_entry(principal, kb_id, Knowledge(title=title, content=content, metadata=metadata))
+def create_entry(principal: Principal, kb_id: str, *, title: str, content: str, metadata: dict,
+                 level: str = "individual") -> Entry:
+    """An entry posted directly: its writer's alone unless it names a wider level, which an
+    editor may give up to its organisation and only an admin up to public (as extraction)."""
+    widest = widest_entry_level(principal)
+    if ENTRY_LEVELS.index(level) > ENTRY_LEVELS.index(widest):
+        raise Forbidden(f"a {principal.role} writes entries up to the level {widest}, not {level}")
+    return store_entry(principal, kb_id, Knowledge(title=title, content=content, metadata=metadata, level=level))
 
 
 def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[dict] = None) -> Entry:
@@ -70,7 +77,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
     digest = content_hash(item.content)
     with connection() as conn:
         kb = kb or kb_to_write(conn, principal, kb_id, "write entries")
-        found = documents.entry_by_content(conn, kb_id, digest)
+        found = documents.entry_by_content(conn, principal, kb_id, digest)
     if found is not None:
         return _existing(found)
     chunks = chunk_document(Extracted(TEXT, [Section(item.content)]), kb["chunk_tokens"], kb["chunk_overlap"],
@@ -86,7 +93,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
             level=item.level, entry_type=item.type, confidence=item.confidence, agent_id=item.agent_id,
             provenance=[item.provenance] if item.provenance else [])
         if not inserted:  # the same content, written by a concurrent request
-            return _existing(documents.entry_by_content(conn, kb_id, digest))
+            return _existing(documents.entry_by_content(conn, principal, kb_id, digest))
         chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb_id, dim=kb["embedding_dim"],
                                            chunks=chunks, page_count=None)
         audit.write(conn, principal, "create_entry", "document", entry_id,

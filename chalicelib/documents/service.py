@@ -21,7 +21,7 @@ def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, action: st
         kb_to_write(conn, principal, kb_id, action) if action else kb_to_read(conn, principal, kb_id)
     except NotFound:
         raise NotFound.thing("document", doc_id) from None
-    doc = documents.get_in(conn, kb_id, doc_id)
+    doc = documents.get_in(conn, principal, kb_id, doc_id)
     if doc is None:
         raise NotFound.thing("document", doc_id)
     return doc
@@ -30,7 +30,7 @@ def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, action: st
 def list_documents(principal: Principal, kb_id: str, status: Optional[str]) -> list[dict]:
     with connection() as conn:
         kb_to_read(conn, principal, kb_id)
-        return documents.list_in(conn, kb_id, status)
+        return documents.list_in(conn, principal, kb_id, status)
 
 
 def get_document(principal: Principal, kb_id: str, doc_id: str) -> dict:

@@ -171,7 +171,7 @@ def extract(principal: Principal, agent_id: str, conversation: Conversation,
 
 def _nearest_entry(principal: Principal, kb: dict, vector) -> Optional[tuple[str, float]]:
     """The entry of the knowledge base nearest to vector among those the caller may read."""
-    with acting_for(principal.org_id), connection() as conn:
+    with acting_for(principal.org_id, principal.user_id), connection() as conn:
         rows = chunks.semantic_search(conn, principal, kb_ids=[kb["id"]], dim=kb["embedding_dim"],
                                       query_vector=vector, top_k=1, ef_search=policy.ef_search_for(1),
                                       filters=SearchFilters(entries=True))

@@ -64,7 +64,8 @@ def run(event: dict) -> dict:
         principal = Principal(user_id=job["user_id"], org_id=job["org_id"], role=job["role"])
         try:
             conversation = parse_conversation(job["request"])
-            result, error = extraction_view(extract(principal, job["agent_id"], conversation, job_id=job_id)), None
+            with acting_for(org_id, principal.user_id):  # the entries the job's user may read
+                result, error = extraction_view(extract(principal, job["agent_id"], conversation, job_id=job_id)), None
         except ServiceError as err:
             result, error = None, {"code": err.code, "message": err.message}
         except Exception as err:  # noqa: BLE001 - a defect ends the job, which the caller polls

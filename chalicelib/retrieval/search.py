@@ -90,7 +90,7 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
     # caller's organisation also in-process (tests, benchmarks), as keyword search's GIN
     # path reads chunks_visible, which shows only what that organisation may read.
     hybrid = request.strategy == "hybrid"
-    with acting_for(principal.org_id), shared_snapshot(share=hybrid) as (conn, snapshot_name):
+    with acting_for(principal.org_id, principal.user_id), shared_snapshot(share=hybrid) as (conn, snapshot_name):
         side = db.side_connection() if hybrid and snapshot_name else None
         if side is not None:
             # Hybrid's semantic list (the embedding, then the graph) is read on a second

@@ -12,7 +12,7 @@ import psycopg
 
 from chalicelib.ingestion.model import Chunk
 from chalicelib.storage.filters import SearchFilters, filter_sql
-from chalicelib.storage.scope import VISIBLE_KB, scope
+from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
 from chalicelib.storage.terms import Bm25Query
 
 
@@ -44,7 +44,7 @@ def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str
     False (and changes nothing) when a newer run owns the document."""
     with conn.transaction():
         conn.execute("SET LOCAL lock_timeout = '5s'")
-        owner = conn.execute("SELECT current_run_id FROM documents WHERE id = %s FOR UPDATE",
+        owner = conn.execute("SELECT current_run_id, audience FROM documents WHERE id = %s FOR UPDATE",
                              (doc_id,)).fetchone()
         if owner is None or (run_id is not None and owner["current_run_id"] != run_id):
             return False
@@ -52,11 +52,11 @@ def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO chunks (document_id, kb_id, chunk_index, content, page, headers,"
-                " start_char, end_char, token_count, metadata, embedding_dim, embedding, title)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, %s)",
+                " start_char, end_char, token_count, metadata, embedding_dim, embedding, title, audience)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, %s, %s)",
                 [(doc_id, kb_id, c.chunk_index, c.content, c.page, json.dumps(c.headers),
                   c.start_char, c.end_char, c.token_count, json.dumps(c.metadata), dim,
-                  as_vector(c.embedding), c.title) for c in chunks],
+                  as_vector(c.embedding), c.title, owner["audience"]) for c in chunks],
             )
         conn.execute(
             "UPDATE documents SET status = 'PROCESSED', chunk_count = %s, token_count = %s,"
@@ -106,7 +106,7 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
         SELECT {RESULT_COLUMNS}, 1 - c.distance AS score
           FROM (SELECT c.*, {distance} AS distance
                   FROM chunks c
-                 WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s{where}
+                 WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s AND {READABLE_CHUNK}{where}
                  ORDER BY {{order}}
                  LIMIT %(k)s) c
           JOIN documents d ON d.id = c.document_id
@@ -177,7 +177,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
               FROM scored c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id
-             WHERE {VISIBLE_KB}{where}
+             WHERE {VISIBLE_KB} AND {READABLE_CHUNK}{where}
              ORDER BY c.score DESC, c.id
              LIMIT %(k)s""", params).fetchall()
         if len(rows) >= top_k or not where:
@@ -199,7 +199,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
                            LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
                            LATERAL (SELECT coalesce(sum(q.idf * {_SATURATION.format(tf="t.tf", dl="l.dl")}), 0) AS score
                                       FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s
-                     WHERE c.kb_id = ANY(%(kb_ids)s) AND c.tsv @@ m.tq{where}
+                     WHERE c.kb_id = ANY(%(kb_ids)s) AND {READABLE_CHUNK} AND c.tsv @@ m.tq{where}
                      ORDER BY s.score DESC, c.id
                      LIMIT %(k)s) c
               JOIN documents d ON d.id = c.document_id

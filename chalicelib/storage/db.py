@@ -21,17 +21,19 @@ from chalicelib.errors import Transient
 logger = logging.getLogger(__name__)
 
 # The organisation the database lets the functions' role see (the policies read it as
-# kb.org_id). Nothing is set by default, and then nothing is visible: a request acts
-# for its caller's organisation (api/http.py), the pipeline and the key lookup for all.
+# kb.org_id), and the user within it (kb.user_id: whose individual entries it reads,
+# migration 0014). Nothing is set by default, and then nothing is visible: a request acts
+# for its caller (api/http.py), the pipeline and the key lookup for all.
 EVERY_ORGANISATION = "*"
-_acting_for: ContextVar[str] = ContextVar("kb_acting_for", default="")
+_acting_for: ContextVar[tuple[str, str]] = ContextVar("kb_acting_for", default=("", ""))
 
 
 @contextmanager
-def acting_for(org_id: str) -> Iterator[None]:
+def acting_for(org_id: str, user_id: str = "") -> Iterator[None]:
     """Statements inside the block see (and write) only this organisation's rows, and
-    public knowledge bases; EVERY_ORGANISATION for the pipeline and the key lookup."""
-    token = _acting_for.set(org_id)
+    public knowledge bases, and of entries below public only the user's and the
+    organisation's; EVERY_ORGANISATION for the pipeline and the key lookup."""
+    token = _acting_for.set((org_id, user_id))
     try:
         yield
     finally:
@@ -156,15 +158,15 @@ def _reopened_after_fault(what: str, slot: Optional[str] = None) -> Iterator[Non
         raise Transient("the database is unavailable; retry shortly") from exc
 
 
-def _act_for(conn: psycopg.Connection, org_id: str) -> None:
-    """Set kb.org_id for the session when it changes (a worker serves one caller at a
-    time, so usually once per worker and tenant). A session setting, not SET LOCAL:
+def _act_for(conn: psycopg.Connection, caller: tuple[str, str]) -> None:
+    """Set kb.org_id and kb.user_id for the session when they change (a worker serves one
+    caller at a time, so usually once per worker and caller). A session setting, not SET LOCAL:
     the connections are in autocommit mode. Behind RDS Proxy it pins the connection,
     which costs nothing extra: a Lambda worker keeps its connections (one, and a second
     once it has served a hybrid search) for its lifetime anyway."""
-    if getattr(conn, "_kb_acting_for", None) != org_id:
-        conn.execute("SELECT set_config('kb.org_id', %s, false)", (org_id,))
-        conn._kb_acting_for = org_id
+    if getattr(conn, "_kb_acting_for", None) != caller:
+        conn.execute("SELECT set_config('kb.org_id', %s, false), set_config('kb.user_id', %s, false)", caller)
+        conn._kb_acting_for = caller
 
 
 @contextmanager

@@ -9,6 +9,7 @@ import psycopg
 
 from chalicelib.ids import new_id
 from chalicelib.storage import chunks
+from chalicelib.storage.scope import READABLE_DOCUMENT, scope
 
 DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
@@ -40,21 +41,26 @@ def insert_entry(conn: psycopg.Connection, *, entry_id: str, kb_id: str, title: 
                  metadata: dict, size_bytes: int, content_hash: str, level: Optional[str] = None,
                  entry_type: Optional[str] = None, confidence: Optional[float] = None,
                  agent_id: Optional[str] = None, provenance: Optional[list] = None) -> bool:
-    """False (and nothing written) when the knowledge base holds an entry with this content."""
+    """False (and nothing written) when the knowledge base holds an entry with this content
+    for the same audience (migration 0014)."""
     return conn.execute(
         "INSERT INTO documents (id, kb_id, s3_key, filename, title, kind, created_by, metadata,"
         " content_type, size_bytes, status, content_hash, level, entry_type, confidence, agent_id, provenance)"
         " VALUES (%s, %s, %s, %s, %s, 'entry', %s, %s, 'text/plain', %s, 'PROCESSING', %s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (kb_id, content_hash) WHERE kind = 'entry' AND content_hash IS NOT NULL DO NOTHING",
+        " ON CONFLICT (kb_id, content_hash, (coalesce(audience, ''))) WHERE kind = 'entry' AND content_hash IS NOT NULL"
+        " DO NOTHING",
         (entry_id, kb_id, f"entries/{entry_id}", title[:200], title, user_id, json.dumps(metadata), size_bytes,
          content_hash, level, entry_type, confidence, agent_id, json.dumps(provenance or [])),
     ).rowcount == 1
 
 
-def entry_by_content(conn: psycopg.Connection, kb_id: str, content_hash: str) -> Optional[dict]:
+def entry_by_content(conn: psycopg.Connection, principal, kb_id: str, content_hash: str) -> Optional[dict]:
+    """The entry of this content the caller may read: another user's individual entry of
+    the same text is neither answered nor in the way (its own audience, migration 0014)."""
     return conn.execute(
-        f"SELECT {ENTRY_COLUMNS} FROM documents WHERE kb_id = %s AND kind = 'entry' AND content_hash = %s",
-        (kb_id, content_hash)).fetchone()
+        f"SELECT {ENTRY_COLUMNS} FROM documents d WHERE kb_id = %(kb_id)s AND kind = 'entry'"
+        f" AND content_hash = %(hash)s AND {READABLE_DOCUMENT} ORDER BY d.audience NULLS FIRST LIMIT 1",
+        scope(principal, kb_id=kb_id, hash=content_hash)).fetchone()
 
 
 def get_entry(conn: psycopg.Connection, kb_id: str, entry_id: str, *, for_update: bool = False) -> Optional[dict]:
@@ -66,7 +72,18 @@ def get_entry(conn: psycopg.Connection, kb_id: str, entry_id: str, *, for_update
 def merge_into_entry(conn: psycopg.Connection, entry_id: str, *, provenance: dict, confidence: Optional[float],
                      level: Optional[str]) -> None:
     """Another sighting of an entry's knowledge: its provenance grows, its confidence is
-    the highest seen, its level the widest it was given."""
+    the highest seen, its level the widest it was given (unless the wider audience holds
+    the same content already: the entry keeps its level then)."""
+    try:
+        with conn.transaction():
+            _merge(conn, entry_id, provenance, confidence, level)
+    except psycopg.errors.UniqueViolation:
+        with conn.transaction():
+            _merge(conn, entry_id, provenance, confidence, None)
+
+
+def _merge(conn: psycopg.Connection, entry_id: str, provenance: dict, confidence: Optional[float],
+           level: Optional[str]) -> None:
     conn.execute(
         "UPDATE documents SET provenance = provenance || jsonb_build_array(%s::jsonb),"
         " confidence = greatest(confidence, %s),"
@@ -82,10 +99,10 @@ def get(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:
     return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
 
 
-def get_in(conn: psycopg.Connection, kb_id: str, doc_id: str) -> Optional[dict]:
-    """A document of this knowledge base."""
-    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = %s AND kb_id = %s",
-                        (doc_id, kb_id)).fetchone()
+def get_in(conn: psycopg.Connection, principal, kb_id: str, doc_id: str) -> Optional[dict]:
+    """A document of this knowledge base the caller may read."""
+    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE id = %(id)s AND kb_id = %(kb_id)s"
+                        f" AND {READABLE_DOCUMENT}", scope(principal, id=doc_id, kb_id=kb_id)).fetchone()
 
 
 def find_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> Optional[dict]:
@@ -93,11 +110,12 @@ def find_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> Optional[d
                         (kb_id, s3_key)).fetchone()
 
 
-def list_in(conn: psycopg.Connection, kb_id: str, status: Optional[str]) -> list[dict]:
+def list_in(conn: psycopg.Connection, principal, kb_id: str, status: Optional[str]) -> list[dict]:
+    """The documents of this knowledge base the caller may read."""
     return conn.execute(
-        f"SELECT {DOC_COLUMNS} FROM documents WHERE kb_id = %s"
-        " AND (%s::text IS NULL OR status = %s) ORDER BY created_at, id",
-        (kb_id, status, status),
+        f"SELECT {DOC_COLUMNS} FROM documents d WHERE kb_id = %(kb_id)s AND {READABLE_DOCUMENT}"
+        " AND (%(status)s::text IS NULL OR status = %(status)s) ORDER BY created_at, id",
+        scope(principal, kb_id=kb_id, status=status),
     ).fetchall()
 
 

@@ -63,7 +63,7 @@ def filter_sql(filters: SearchFilters, params: dict) -> str:
         clauses.append("c.metadata @> %(f_metadata)s::jsonb")
     if filters.expression is not None:
         clauses.append(_expression_sql(filters.expression, params))
-    if filters.entries:  # expects the caller's %(user_id)s and %(org_id)s (scope.scope)
+    if filters.entries:  # expects the caller's %(audiences)s (scope.scope)
         clauses.append("c.document_id IN (SELECT e.id FROM documents e WHERE e.kb_id = ANY(%(kb_ids)s)"
                        f" AND {VISIBLE_ENTRY})")
     return "".join(f" AND {clause}" for clause in clauses)

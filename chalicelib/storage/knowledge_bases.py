@@ -8,13 +8,14 @@ import psycopg
 from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.ids import new_id
-from chalicelib.storage.scope import VISIBLE_ENTRY, VISIBLE_KB, scope
+from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_KB, scope
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
     kb.chunk_overlap, kb.created_at, kb.updated_at"""
 
-KB_STATS = """(SELECT json_build_object(
+# Counted over the documents the caller may read (an individual entry is its writer's alone).
+KB_STATS = f"""(SELECT json_build_object(
         'documentCount', count(*),
         'chunkCount', coalesce(sum(d.chunk_count), 0),
         'totalTokens', coalesce(sum(d.token_count), 0),
@@ -24,7 +25,7 @@ KB_STATS = """(SELECT json_build_object(
             'PROCESSED', count(*) FILTER (WHERE d.status = 'PROCESSED'),
             'FAILED', count(*) FILTER (WHERE d.status = 'FAILED')),
         'lastIngestedAt', max(d.processed_at))
-     FROM documents d WHERE d.kb_id = kb.id) AS stats"""
+     FROM documents d WHERE d.kb_id = kb.id AND {READABLE_DOCUMENT}) AS stats"""
 
 
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,

@@ -8,16 +8,30 @@ who may change what."""
 VISIBLE_KB = """(kb.owner_id = %(user_id)s
      OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s)
      OR kb.visibility = 'public')"""
-# An entry (a document of kind 'entry', alias e) by its level (seed 003): individual
-# ones (and those posted directly, without a level) reach the user who wrote them,
-# organisation ones the organisation, public ones whoever sees their knowledge base.
-VISIBLE_ENTRY = """(e.kind = 'entry' AND (e.created_by = %(user_id)s
-     OR (e.level = 'organisation' AND e.kb_id IN (SELECT o.id FROM knowledge_bases o WHERE o.org_id = %(org_id)s))
-     OR e.level = 'public'))"""
+
+
+def readable(alias: str) -> str:
+    """A document or chunk (alias) by its audience (migration 0014, seed 003's levels):
+    NULL (files, public entries) reaches whoever sees its knowledge base; an entry below
+    public only its writer ('user:<id>': individual ones, and those posted without a
+    level) or its knowledge base's organisation ('org:<id>'). The policies state the same."""
+    return f"({alias}.audience IS NULL OR {alias}.audience = ANY(%(audiences)s))"
+
+
+READABLE_DOCUMENT = readable("d")
+READABLE_CHUNK = readable("c")
+# The entries (documents of kind 'entry', alias e) the caller may read.
+VISIBLE_ENTRY = f"(e.kind = 'entry' AND {readable('e')})"
 # An agent belongs to its owner; the organisation's admins manage them all.
 OWN_AGENT = """(a.org_id = %(org_id)s AND (a.owner_id = %(user_id)s OR %(role)s = 'admin'))"""
 
 
 def scope(principal, **params) -> dict:
-    """The caller's identity as named parameters for VISIBLE_KB/OWN_AGENT, plus params."""
-    return {"user_id": principal.user_id, "org_id": principal.org_id, "role": principal.role, **params}
+    """The caller's identity as named parameters for the conditions above, plus params."""
+    return {"user_id": principal.user_id, "org_id": principal.org_id, "role": principal.role,
+            "audiences": audiences(principal), **params}
+
+
+def audiences(principal) -> list[str]:
+    """The audiences beyond NULL that the caller belongs to (migration 0014)."""
+    return [f"user:{principal.user_id}", f"org:{principal.org_id}"]

@@ -94,3 +94,56 @@ def test_kb_mcp_refuses_an_unknown_agent_before_serving(api):
                          env={"KB_API_URL": api.base_url, "KB_API_KEY": api.key, "PATH": "/usr/bin:/bin"},
                          timeout=60)
     assert run.returncode == 1 and "NOT_FOUND" in run.stderr and run.stdout == ""
+
+
+@pytest.fixture
+def listener():
+    """A local HTTP server that records every request it gets: what a schema's $ref names."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen = []
+
+    class Record(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("User-Agent")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"type": "string"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Record)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}", seen
+    server.shutdown()
+
+
+def test_tool_schemas_are_data_nothing_they_name_is_fetched_or_run(api, db, listener):
+    """Issue 29: a $ref to an internal address (blind SSRF from inside the VPC) and a
+    backtracking pattern (a worker held 30 s) are refused when written; schemas stored before
+    that are never evaluated: an MCP call of such a tool answers at once and nothing leaves."""
+    url, seen = listener
+    for schema, keyword in (({"type": "object", "properties": {"x": {"$ref": f"{url}/internal/secret"}}}, "$ref"),
+                            ({"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}},
+                             "pattern")):
+        answer = api.call("POST", "/agents", {"name": "probe", "availableTools": [
+            {"name": "probe", "type": "function", "schema": schema}]})
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["message"].startswith(f"availableTools[0].schema.properties.x.{keyword}")
+    agent = api.call("POST", "/agents", {"name": "Stored before", "availableTools": [
+        {"name": "lookup", "type": "function", "schema": {"type": "object"}}]}).json()["data"]
+    hostile = {"type": "object", "properties": {
+        "x": {"type": "string", "pattern": "^(a+)+$"}, "y": {"$ref": f"{url}/internal/secret"}}}
+    db.execute("UPDATE agents SET available_tools = jsonb_set(available_tools, '{0,schema}', %s::jsonb)"
+               " WHERE id = %s", (json.dumps(hostile), agent["id"]))
+
+    async def call():
+        async with http_session(api, agent["id"]) as session:
+            return await session.call_tool("lookup", {"x": "a" * 40 + "!", "y": "z"})
+
+    result = anyio.run(call)
+    assert result.isError is True and "is not run by this service" in result.content[0].text
+    assert seen == []

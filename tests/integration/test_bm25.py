@@ -163,7 +163,7 @@ def test_a_deeper_list_than_asked_is_exact_in_its_top_k(pumps, monkeypatch):
     real = policy.bm25_exact_pass
     monkeypatch.setattr(policy, "bm25_exact_pass", lambda *a: passes.append(a) or real(*a))
     request = SearchRequest((kb["id"],), "water pump", 1, strategy="hybrid")
-    with acting_for(principal.org_id), snapshot() as conn:
+    with acting_for(principal.org_id, principal.user_id), snapshot() as conn:
         rows, _ = keyword_list(conn, principal, request, [kb["id"]], pool=2)
     want = dict(_bm25(kb["id"], "water pump"))
     assert passes and passes[0][3] == 1  # made exact to the request's top_k, not the pool's depth

@@ -25,17 +25,22 @@ def two_orgs(service_env):
                for v in ("private", "org", "public")}
         for kb in kbs.values():
             create_entry(principal, kb["id"], title=f"{org} note", content=f"Secret of {org}: the pump code.",
-                         metadata={})
+                         metadata={}, level="public")
+            for level in ("individual", "organisation"):  # below public (migration 0014)
+                create_entry(principal, kb["id"], title=f"{org} {level}", content=f"{level} note of {org}",
+                             metadata={}, level=level)
         agents.create_agent(principal, name=f"{org} bot", description="", tools=[])
         made[org] = (principal, kbs)
     return made
 
 
-def _as_app(database_url: str, org_id) -> psycopg.Connection:
+def _as_app(database_url: str, org_id, user_id: str | None = None) -> psycopg.Connection:
     conn = psycopg.connect(functions_login(database_url),
                            autocommit=True, row_factory=dict_row)
     if org_id is not None:
         conn.execute("SELECT set_config('kb.org_id', %s, false)", (org_id,))
+    if user_id is not None:
+        conn.execute("SELECT set_config('kb.user_id', %s, false)", (user_id,))
     return conn
 
 
@@ -55,7 +60,7 @@ def _orgs_of(conn, table: str) -> set[str]:
 
 def test_an_unscoped_query_returns_no_foreign_rows(two_orgs, database_url):
     (a, a_kbs), (_, b_kbs) = two_orgs["a"], two_orgs["b"]
-    with _as_app(database_url, a.org_id) as conn:
+    with _as_app(database_url, a.org_id, a.user_id) as conn:
         assert conn.execute("SELECT current_user AS u").fetchone()["u"] == "kb_app"
         for table in ("users", "agents", "audit_log"):
             assert _orgs_of(conn, table) == {a.org_id}, table
@@ -104,7 +109,36 @@ def test_writes_to_another_organisation_are_refused_or_touch_nothing(two_orgs, d
         assert "mine" not in names
         b_ids = [kb["id"] for kb in b_kbs.values()]
         assert conn.execute("SELECT count(*) AS n FROM documents WHERE kb_id = ANY(%s)",
-                            (b_ids,)).fetchone()["n"] == 3  # b's untouched
+                            (b_ids,)).fetchone()["n"] == 6  # b's untouched (its writer's own entries unseen)
+
+
+LEVEL_READS = ("SELECT content FROM chunks", "SELECT content FROM chunks_visible",
+               "SELECT title AS content FROM documents")
+
+
+def _levels_read(conn, org: str) -> dict[str, set[str]]:
+    """{query: the levels of org's entries it returns}, each query without any condition."""
+    return {q: {level for level in ("individual", "organisation")
+                if any(f"{level} note of {org}" in (r["content"] or "") or r["content"] == f"{org} {level}"
+                       for r in conn.execute(q))} for q in LEVEL_READS}
+
+
+def test_an_entry_below_public_reaches_its_audience_whatever_the_query_forgets(two_orgs, database_url):
+    """Migration 0014: the policies and chunks_visible hold entry levels as they hold tenants:
+    an individual entry is its writer's alone, an organisation one its organisation's."""
+    (a, a_kbs), (b, _) = two_orgs["a"], two_orgs["b"]
+    with _as_app(database_url, a.org_id, a.user_id) as conn:  # the writer
+        assert _levels_read(conn, "a") == dict.fromkeys(LEVEL_READS, {"individual", "organisation"})
+    with _as_app(database_url, a.org_id, "user_colleague") as conn:  # a colleague, whatever the role
+        assert _levels_read(conn, "a") == dict.fromkeys(LEVEL_READS, {"organisation"})
+        # nor may it change or remove what it cannot read
+        assert conn.execute("UPDATE documents SET title = 'x' WHERE title = 'a individual'").rowcount == 0
+        assert conn.execute("DELETE FROM chunks WHERE content = 'individual note of a'").rowcount == 0
+    with _as_app(database_url, b.org_id, b.user_id) as conn:  # another organisation: a's public kb
+        assert _levels_read(conn, "a") == dict.fromkeys(LEVEL_READS, set())
+        assert "Secret of a" in " ".join(r["content"] for r in conn.execute("SELECT content FROM chunks"))
+    with _as_app(database_url, "*") as conn:  # the pipeline reads every level
+        assert _levels_read(conn, "a") == dict.fromkeys(LEVEL_READS, {"individual", "organisation"})
 
 
 def test_the_functions_role_is_not_privileged(migrated, database_url):

@@ -174,7 +174,7 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
     _ingest(kb["id"], "v.txt", "The new version mentions giraffes. It has two sentences.")
     with connection() as conn:
         rows = conn.execute("SELECT content FROM chunks WHERE kb_id = %s", (kb["id"],)).fetchall()
-        doc = documents.list_in(conn, kb["id"], None)
+        doc = documents.list_in(conn, principal, kb["id"], None)
     assert [r["content"] for r in rows] == ["The new version mentions giraffes. It has two sentences."]
     assert len(doc) == 1 and doc[0]["status"] == "PROCESSED" and doc[0]["chunk_count"] == 1
 
