@@ -162,3 +162,41 @@ def test_a_key_is_looked_up_before_the_organisation_is_known_and_only_that_key(s
             (principal.user_id, principal.org_id, principal.key_id)]
         assert conn.execute("SELECT * FROM kb_principal(%s)", (hash_key(key + "x"),)).fetchall() == []
         assert conn.execute("SELECT count(*) AS n FROM api_keys").fetchone()["n"] == 0  # the table stays shut
+
+
+def test_entry_levels_hold_in_sql_alone(service_env):
+    """The same rule without the policies: the suite's in-process service logs in as the
+    tables' owner, which row-level security does not limit, so only the SQL conditions
+    (storage/scope.py readable) keep a colleague from the writer's individual entry."""
+    from chalicelib.auth import issue_key
+    from chalicelib.documents import service as documents
+    from chalicelib.documents.entries import create_entry, search_entries
+    from chalicelib.errors import NotFound
+    from chalicelib.knowledge_bases import create_knowledge_base, get_knowledge_base
+    from chalicelib.retrieval import SearchRequest, search
+
+    org = f"sql-levels-{secrets.token_hex(3)}"
+    writer, _ = issue_key(org, "wanda")
+    colleague, _ = issue_key(org, "cole")
+    kb = create_knowledge_base(writer, name="Shared", description="", visibility="org")
+    made = {level: create_entry(writer, kb["id"], title=f"Pump {level}", metadata={}, level=level,
+                                content=f"The {level} reset code of the cooling pump is 4417.")
+            for level in ("individual", "organisation")}
+
+    def levels(texts) -> set[str]:
+        texts = list(texts)
+        return {level for level in made if any(f"The {level} reset" in t for t in texts)}
+
+    for who, expected in ((writer, {"individual", "organisation"}), (colleague, {"organisation"})):
+        for strategy in ("hybrid", "semantic", "keyword"):
+            answer = search(who, SearchRequest(knowledge_base_ids=(kb["id"],), query="cooling pump reset code",
+                                               strategy=strategy, top_k=10))
+            assert levels(p.content for p in answer.passages) == expected, (who.user_id, strategy)
+        assert levels(p.content for p in search_entries(who, "cooling pump reset code", 10)) == expected
+        assert {d["id"] for d in documents.list_documents(who, kb["id"], None)} == {made[lv].id for lv in expected}
+        assert get_knowledge_base(who, kb["id"])["stats"]["documentCount"] == len(expected)
+    with pytest.raises(NotFound):
+        documents.get_document(colleague, kb["id"], made["individual"].id)
+    again = create_entry(colleague, kb["id"], title="Mine", metadata={},
+                         content="The individual reset code of the cooling pump is 4417.")
+    assert again.created and again.id != made["individual"].id
