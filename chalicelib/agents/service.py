@@ -3,6 +3,7 @@
 under a row lock, and every write is audited."""
 from typing import Optional
 
+from chalicelib.agents import redact
 from chalicelib.agents import tools as kbtools
 from chalicelib.agents.tools import KNOWLEDGE_BASE, KNOWLEDGE_SEARCH
 from chalicelib.auth import Principal
@@ -66,14 +67,29 @@ def _check_links(conn, principal: Principal, tools: list[dict], already: frozens
 def get_agent(principal: Principal, agent_id: str) -> dict:
     with connection() as conn:
         row = agents.get(conn, principal, agent_id)
-    if row is None:
-        raise _not_found(agent_id)
-    return row
+        if row is None:
+            raise _not_found(agent_id)
+        return _as_seen(conn, principal, [row])[0]
 
 
 def list_agents(principal: Principal) -> list[dict]:
     with connection() as conn:
-        return agents.list_own(conn, principal)
+        return _as_seen(conn, principal, agents.list_own(conn, principal))
+
+
+def _as_seen(conn, principal: Principal, rows: list[dict]) -> list[dict]:
+    """Agents as the caller may see them: a tool linking a knowledge base it cannot see (an
+    admin's view of a colleague's agent) without what names that knowledge base."""
+    visible = redact.visible_kbs(conn, principal, [k for r in rows for k in _linked_kb_ids(r["available_tools"])])
+    return [{**r, "available_tools": redact.tools_as_seen(r["available_tools"], visible)} for r in rows]
+
+
+def _as_stored(tools: list[dict], stored: list[dict], visible: set[str]) -> list[dict]:
+    """availableTools given whole by a caller who sees some links redacted: a tool linking a
+    knowledge base it cannot see passes through unchanged, as it is stored."""
+    hidden = {t["id"]: t for t in stored if t.get("type") == KNOWLEDGE_BASE
+              and t["config"]["knowledgeBaseId"] not in visible}
+    return [hidden.get(t.get("id"), t) for t in tools]
 
 
 def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
@@ -86,14 +102,16 @@ def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
         if before is None:
             raise _not_found(agent_id)
         if "available_tools" in changes:
-            _check_links(conn, principal, changes["available_tools"],
-                         frozenset(_linked_kb_ids(before["available_tools"])))
+            linked = _linked_kb_ids(before["available_tools"])
+            changes["available_tools"] = _as_stored(changes["available_tools"], before["available_tools"],
+                                                    redact.visible_kbs(conn, principal, linked))
+            _check_links(conn, principal, changes["available_tools"], frozenset(linked))
         row = agents.update(conn, principal, agent_id, changes)
         changed = [k for k in changes if before[k] != row[k]]
         if changed:
             _audit(conn, principal, "update_agent", agent_id,
                    before=_public(before, changed), after=_public(row, changed))
-    return row
+        return _as_seen(conn, principal, [row])[0]
 
 
 def delete_agent(principal: Principal, agent_id: str) -> None:
@@ -202,7 +220,7 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
         tools = tools[:index] + [after] + tools[index + 1:]
         agents.update(conn, principal, agent_id, {"available_tools": tools})
         _audit(conn, principal, "edit_knowledge_base_tool", agent_id, tool_id=tool_id, before=before, after=after)
-    return after
+        return redact.tools_as_seen([after], redact.visible_kbs(conn, principal, _linked_kb_ids([after])))[0]
 
 
 def remove_tool(principal: Principal, agent_id: str, tool_id: str) -> None:
@@ -239,18 +257,11 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
         if there.get(kb_id) is not None:
             shown.append({**tool, "status": "ok", "knowledgeBaseName": there[kb_id]})
         elif kb_id in there:  # an admin looking at a colleague's agent that links a private one
-            shown.append({**_unnamed(tool), "status": "knowledge_base_hidden", "knowledgeBaseName": None})
+            shown.append({**redact.hidden_tool(tool), "status": "knowledge_base_hidden", "knowledgeBaseName": None})
         else:
             shown.append({**tool, "status": "knowledge_base_missing",
                           "knowledgeBaseName": tool["config"].get("knowledgeBaseName")})
     return shown
-
-
-def _unnamed(tool):
-    """A knowledge-base tool without the name of its knowledge base."""
-    if not isinstance(tool, dict) or tool.get("type") != KNOWLEDGE_BASE:
-        return tool
-    return {**tool, "config": {k: v for k, v in tool["config"].items() if k != "knowledgeBaseName"}}
 
 
 def tool_definitions(principal: Principal, agent_id: str, fmt: str):
@@ -268,34 +279,4 @@ def audit_log(principal: Principal, agent_id: str) -> list[dict]:
     with connection() as conn:
         if agents.get(conn, principal, agent_id) is None:
             raise _not_found(agent_id)
-        rows = audit.for_agent(conn, principal, agent_id)
-        mentioned = {t["config"]["knowledgeBaseId"] for r in rows for t in _tools_in(r)}
-        visible = knowledge_bases.visible_names(conn, principal, list(mentioned))
-    return [{**r, "before": _redacted(r["before"], visible), "after": _redacted(r["after"], visible)}
-            for r in rows]
-
-
-def _tools_in(row: dict) -> list[dict]:
-    """The knowledge-base tools an audit entry's before and after hold (a tool, or availableTools)."""
-    found = []
-    for side in (row["before"], row["after"]):
-        if not isinstance(side, dict):
-            continue
-        for tool in [side, *(side.get("availableTools") or [])]:
-            if isinstance(tool, dict) and tool.get("type") == KNOWLEDGE_BASE:
-                found.append(tool)
-    return found
-
-
-def _redacted(side, visible: dict):
-    def one(tool):
-        if isinstance(tool, dict) and tool.get("type") == KNOWLEDGE_BASE \
-                and tool["config"]["knowledgeBaseId"] not in visible:
-            return _unnamed(tool)
-        return tool
-    if not isinstance(side, dict):
-        return side
-    side = one(side)
-    if isinstance(side.get("availableTools"), list):
-        side = {**side, "availableTools": [one(t) for t in side["availableTools"]]}
-    return side
+        return redact.audit_rows(conn, principal, audit.for_agent(conn, principal, agent_id))

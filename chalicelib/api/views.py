@@ -150,7 +150,7 @@ def audit_view(row: dict) -> dict:
     return {"id": row["id"], "userId": row["user_id"], "keyId": row["key_id"], "action": row["action"],
             "targetType": row["target_type"], "targetId": row["target_id"], "agentId": row["agent_id"],
             "toolId": row["tool_id"], "before": row["before"], "after": row["after"],
-            "at": _iso(row["created_at"])}
+            "redacted": row.get("redacted", False), "at": _iso(row["created_at"])}
 
 
 def key_view(row: dict) -> dict:

@@ -1,8 +1,10 @@
-"""The organisation's audit log: every write through the API, for its admins."""
+"""The organisation's audit log: every write through the API, for its admins, without the
+names of what they may not see (agents/redact.py)."""
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Optional
 
+from chalicelib.agents import redact
 from chalicelib.auth import Principal
 from chalicelib.auth.access import require_admin
 from chalicelib.errors import Invalid
@@ -31,5 +33,5 @@ def audit_log(principal: Principal, query: AuditQuery) -> tuple[list[dict], Opti
         rows = audit.search(conn, principal, target_type=query.target_type, target_id=query.target_id,
                             user_id=query.user_id, since=query.since, until=query.until,
                             before_id=query.before_id, limit=query.limit + 1)
-    page = rows[:query.limit]
+        page = redact.audit_rows(conn, principal, rows[:query.limit])
     return page, (str(page[-1]["id"]) if len(rows) > query.limit else None)

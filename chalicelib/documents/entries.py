@@ -97,7 +97,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
         chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb_id, dim=kb["embedding_dim"],
                                            chunks=chunks, page_count=None)
         audit.write(conn, principal, "create_entry", "document", entry_id,
-                    after={"knowledgeBaseId": kb_id, "title": item.title})
+                    after={"knowledgeBaseId": kb_id, "title": item.title, "level": item.level or "individual"})
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
                  type=item.type, confidence=item.confidence)

@@ -264,3 +264,50 @@ def test_an_owner_made_a_viewer_changes_nothing_it_owns(local_env, org):
     for method, body in (("PATCH", {"name": "Renamed"}), ("PATCH", {"visibility": "public"}), ("DELETE", None)):
         assert "viewer" in _error(demoted.call(method, path, body), 403, "FORBIDDEN")
     assert _data(demoted.call("GET", path))["name"] == "Olga's"
+
+
+def test_a_private_knowledge_base_is_nameless_to_everyone_but_its_owner(local_env):
+    """Issue 29: an admin managing a colleague's agent, or reading the audit log, learns that
+    a tool links a knowledge base and its id, never its name, its files or the titles of the
+    colleague's individual entries; an edit by the admin leaves the hidden link as it was."""
+    name = f"e2e-redact-{secrets.token_hex(4)}"
+    url = local_env["KB_API_URL"]
+    admin = Api(url, new_key(local_env, name, "root"))
+    owner = Api(url, new_key(local_env, name, "olga"))
+    kb = _data(owner.call("POST", "/knowledge-bases", {"name": "Zanzibar plans", "description": "Quiet merger",
+                                                        "visibility": "private"}), 201)
+    _data(owner.call("POST", f"/knowledge-bases/{kb['id']}/documents",
+                     {"filename": "zanzibar-terms.txt", "content": "dGVybXM="}), 202)
+    _data(owner.call("POST", f"/knowledge-bases/{kb['id']}/entries",
+                     {"title": "Zanzibar diary", "content": "A note for myself."}), 201)
+    agent = _data(owner.call("POST", "/agents", {"name": "Deal helper"}), 201)
+    tool = _data(owner.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
+                            {"quickAdd": True, "knowledgeBaseId": kb["id"]}), 201)
+    assert "zanzibar" in tool["name"].lower() and "Zanzibar plans" in tool["description"]
+    secrets_shown = ("zanzibar", "quiet merger")
+
+    seen_by_admin = [admin.call("GET", f"/agents/{agent['id']}"), admin.call("GET", "/agents"),
+                     admin.call("GET", f"/agents/{agent['id']}/tools"),
+                     admin.call("GET", f"/agents/{agent['id']}/tools?format=openai"),
+                     admin.call("GET", f"/agents/{agent['id']}/audit-log"),
+                     admin.call("GET", "/audit-log", params={"limit": 200})]
+    for answer in seen_by_admin:
+        assert answer.status_code == 200, answer.text
+        assert not any(word in answer.text.lower() for word in secrets_shown), answer.text[:2000]
+    linked = _data(admin.call("GET", f"/agents/{agent['id']}"))["availableTools"][0]
+    assert linked["config"]["knowledgeBaseId"] == kb["id"] and linked["redacted"] is True
+    log = _data(admin.call("GET", "/audit-log", params={"limit": 200}))["items"]
+    mine = [e for e in log if e["targetId"] in (kb["id"], agent["id"]) or
+            (e["after"] or {}).get("knowledgeBaseId") == kb["id"]]
+    assert {e["action"] for e in mine} >= {"create_knowledge_base", "upload_document", "create_entry",
+                                           "link_knowledge_base"}
+    assert all(e["redacted"] for e in mine)
+
+    # the admin's edit of the agent as it sees it keeps the hidden link as it is stored
+    shown = _data(admin.call("GET", f"/agents/{agent['id']}"))
+    _data(admin.call("PATCH", f"/agents/{agent['id']}", {"description": "edited",
+                                                         "availableTools": shown["availableTools"]}))
+    kept = _data(owner.call("GET", f"/agents/{agent['id']}"))["availableTools"][0]
+    assert (kept["name"], kept["description"]) == (tool["name"], tool["description"])
+    # the owner sees all of it, in its agent and in its agent's log
+    assert "Zanzibar plans" in owner.call("GET", f"/agents/{agent['id']}/audit-log").text

@@ -8,6 +8,7 @@ import pytest
 from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection
+from chalicelib.storage.scope import scope
 
 DIM = 384
 
@@ -66,8 +67,7 @@ def test_a_search_is_complete_from_the_index_alone_when_its_neighbours_are_anoth
                                           top_k=10, ef_search=40)
         plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
             "EXPLAIN " + [s for s in seen if "ORDER BY" in s][0].replace("%(q)b", "%(q)s"),
-            {"user_id": principal.user_id, "org_id": principal.org_id, "role": principal.role,
-             "kb_ids": [kb["id"]], "dim": DIM, "q": chunk_rows.as_vector(probe), "k": 10}).fetchall())
+            scope(principal, kb_ids=[kb["id"]], dim=DIM, q=chunk_rows.as_vector(probe), k=10)).fetchall())
     assert len(rows) == 10 and {r["kb_id"] for r in rows} == {kb["id"]}
     distances = [1 - r["score"] for r in rows]
     assert distances == sorted(distances)
