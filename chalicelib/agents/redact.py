@@ -8,7 +8,7 @@ lives with the agents, which the audit package may import and which never import
 from typing import Any, Iterable
 
 from chalicelib.agents.tools import KNOWLEDGE_BASE
-from chalicelib.storage import knowledge_bases
+from chalicelib.storage import audit, knowledge_bases
 
 HIDDEN_TOOL_DESCRIPTION = "Searches a knowledge base you cannot see."
 # What names a knowledge base, a document or an entry in an audit entry's before and after.
@@ -36,6 +36,16 @@ def kb_tools(value: Any) -> list[dict]:
 def visible_kbs(conn, principal, kb_ids: Iterable[str]) -> set[str]:
     ids = sorted({k for k in kb_ids if isinstance(k, str)})
     return set(knowledge_bases.visible_names(conn, principal, ids)) if ids else set()
+
+
+def seen_kbs(conn, principal, kb_ids: Iterable[str]) -> set[str]:
+    """For the audit log: the knowledge bases the caller sees, and those deleted that it saw
+    (shared with the organisation, or its own, when they were deleted)."""
+    ids = sorted({k for k in kb_ids if isinstance(k, str)})
+    seen = visible_kbs(conn, principal, ids)
+    gone = audit.deleted_knowledge_bases(conn, principal, [k for k in ids if k not in seen])
+    return seen | {k for k, last in gone.items()
+                   if last.get("visibility") in ("org", "public") or last.get("ownerId") == principal.user_id}
 
 
 def tools_as_seen(tools: list, visible: set[str]) -> list:
@@ -80,7 +90,7 @@ def _someone_elses_entry(row: dict, principal) -> bool:
 def audit_rows(conn, principal, rows: list[dict]) -> list[dict]:
     """Audit rows as this reader may see them: names of knowledge bases it cannot see, and
     of what they hold, are None, and the row says `redacted`. A reader's own acts show whole."""
-    visible = visible_kbs(conn, principal, [_kb_of(r) for r in rows] + [
+    visible = seen_kbs(conn, principal, [_kb_of(r) for r in rows] + [
         t["config"].get("knowledgeBaseId") for r in rows for side in (r["before"], r["after"]) for t in kb_tools(side)])
     shown = []
     for row in rows:

@@ -80,8 +80,8 @@ def list_agents(principal: Principal) -> list[dict]:
 def _as_seen(conn, principal: Principal, rows: list[dict]) -> list[dict]:
     """Agents as the caller may see them: a tool linking a knowledge base it cannot see (an
     admin's view of a colleague's agent) without what names that knowledge base."""
-    visible = redact.visible_kbs(conn, principal, [k for r in rows for k in _linked_kb_ids(r["available_tools"])])
-    return [{**r, "available_tools": redact.tools_as_seen(r["available_tools"], visible)} for r in rows]
+    seen = redact.seen_kbs(conn, principal, [k for r in rows for k in _linked_kb_ids(r["available_tools"])])
+    return [{**r, "available_tools": redact.tools_as_seen(r["available_tools"], seen)} for r in rows]
 
 
 def _as_stored(tools: list[dict], stored: list[dict], visible: set[str]) -> list[dict]:
@@ -104,7 +104,7 @@ def update_agent(principal: Principal, agent_id: str, changes: dict) -> dict:
         if "available_tools" in changes:
             linked = _linked_kb_ids(before["available_tools"])
             changes["available_tools"] = _as_stored(changes["available_tools"], before["available_tools"],
-                                                    redact.visible_kbs(conn, principal, linked))
+                                                    redact.seen_kbs(conn, principal, linked))
             _check_links(conn, principal, changes["available_tools"], frozenset(linked))
         row = agents.update(conn, principal, agent_id, changes)
         changed = [k for k in changes if before[k] != row[k]]
@@ -220,7 +220,7 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
         tools = tools[:index] + [after] + tools[index + 1:]
         agents.update(conn, principal, agent_id, {"available_tools": tools})
         _audit(conn, principal, "edit_knowledge_base_tool", agent_id, tool_id=tool_id, before=before, after=after)
-        return redact.tools_as_seen([after], redact.visible_kbs(conn, principal, _linked_kb_ids([after])))[0]
+        return redact.tools_as_seen([after], redact.seen_kbs(conn, principal, _linked_kb_ids([after])))[0]
 
 
 def remove_tool(principal: Principal, agent_id: str, tool_id: str) -> None:
@@ -248,6 +248,7 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
         tools = agent["available_tools"]
         linked = list(_linked_kb_ids(tools))
         there = knowledge_bases.reachable(conn, principal, linked)
+        seen = redact.seen_kbs(conn, principal, linked)
     shown = []
     for tool in tools:
         if tool.get("type") != KNOWLEDGE_BASE:
@@ -258,9 +259,11 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
             shown.append({**tool, "status": "ok", "knowledgeBaseName": there[kb_id]})
         elif kb_id in there:  # an admin looking at a colleague's agent that links a private one
             shown.append({**redact.hidden_tool(tool), "status": "knowledge_base_hidden", "knowledgeBaseName": None})
-        else:
+        elif kb_id in seen:
             shown.append({**tool, "status": "knowledge_base_missing",
                           "knowledgeBaseName": tool["config"].get("knowledgeBaseName")})
+        else:  # deleted, and private to someone else when it was
+            shown.append({**redact.hidden_tool(tool), "status": "knowledge_base_missing", "knowledgeBaseName": None})
     return shown
 
 

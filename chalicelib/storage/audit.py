@@ -46,3 +46,11 @@ def search(conn: psycopg.Connection, principal, *, target_type: Optional[str], t
         {"org_id": principal.org_id, "target_type": target_type, "target_id": target_id, "user_id": user_id,
          "since": since, "until": until, "before_id": before_id, "limit": limit},
     ).fetchall()
+
+
+def deleted_knowledge_bases(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[str, dict]:
+    """{id: what its deletion recorded (name, visibility, ownerId)} for those of these
+    knowledge bases of the caller's organisation that were deleted."""
+    return {r["target_id"]: r["before"] or {} for r in conn.execute(
+        "SELECT target_id, before FROM audit_log WHERE org_id = %s AND action = 'delete_knowledge_base'"
+        " AND target_type = 'knowledge_base' AND target_id = ANY(%s)", (principal.org_id, kb_ids)).fetchall()}

@@ -1,6 +1,7 @@
 """Who may do what inside an organisation, through the deployed API with several keys:
 roles, ownership, the API-key lifecycle, the audit log, rate limits, CORS and the
 envelope of every error (issue 13)."""
+import json
 import secrets
 import time
 
@@ -297,9 +298,8 @@ def test_a_private_knowledge_base_is_nameless_to_everyone_but_its_owner(local_en
     linked = _data(admin.call("GET", f"/agents/{agent['id']}"))["availableTools"][0]
     assert linked["config"]["knowledgeBaseId"] == kb["id"] and linked["redacted"] is True
     log = _data(admin.call("GET", "/audit-log", params={"limit": 200}))["items"]
-    mine = [e for e in log if e["targetId"] in (kb["id"], agent["id"]) or
-            (e["after"] or {}).get("knowledgeBaseId") == kb["id"]]
-    assert {e["action"] for e in mine} >= {"create_knowledge_base", "upload_document", "create_entry",
+    mine = [e for e in log if kb["id"] in json.dumps(e)]  # about it, its files, entries or a tool linking it
+    assert {e["action"] for e in mine} == {"create_knowledge_base", "upload_document", "create_entry",
                                            "link_knowledge_base"}
     assert all(e["redacted"] for e in mine)
 
@@ -311,3 +311,12 @@ def test_a_private_knowledge_base_is_nameless_to_everyone_but_its_owner(local_en
     assert (kept["name"], kept["description"]) == (tool["name"], tool["description"])
     # the owner sees all of it, in its agent and in its agent's log
     assert "Zanzibar plans" in owner.call("GET", f"/agents/{agent['id']}/audit-log").text
+    # deleted, it stays nameless to the admin (its deletion recorded it private, someone else's)
+    _data(owner.call("DELETE", f"/knowledge-bases/{kb['id']}"))
+    for path in ("/audit-log?limit=200", f"/agents/{agent['id']}", f"/agents/{agent['id']}/tools"):
+        answer = admin.call("GET", path)
+        assert answer.status_code == 200 and "zanzibar" not in answer.text.lower(), answer.text[:2000]
+    assert "delete_knowledge_base" in admin.call("GET", "/audit-log?limit=200").text
+    # and whole to its owner, who sees its tool as missing, by name
+    tools = _data(owner.call("GET", f"/agents/{agent['id']}/tools"))["items"]
+    assert (tools[0]["status"], tools[0]["knowledgeBaseName"]) == ("knowledge_base_missing", "Zanzibar plans")

@@ -162,3 +162,26 @@ def test_an_editor_writes_up_to_its_organisation_and_a_viewer_writes_nothing(wor
     answer = world["apis"]["editor"].call("POST", f"/knowledge-bases/{kb}/entries", {**body, "level": "team"})
     assert answer.status_code == 400 and "level" in answer.json()["error"]["message"]
     assert world["apis"]["viewer"].call("POST", f"/knowledge-bases/{kb}/entries", body).status_code == 403
+
+
+@pytest.mark.parametrize("reader", ["writer", "admin", "editor"])
+def test_agent_tools_and_context_answer_the_levels_the_reader_may_read(world, reader):
+    """The paths an agent runtime takes (a knowledge-base tool's invocation, which MCP and the
+    search Lambda's agentId call run, knowledge_search and context assembly), for each
+    reader who may make an agent, on the organisation knowledge base."""
+    api, kb = world["apis"][reader], world["kbs"]["org"]
+    agent = api.call("POST", "/agents", {"name": f"Levels {reader}"}).json()["data"]
+    tool = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
+                    {"quickAdd": True, "knowledgeBaseId": kb, "defaultTopK": 10}).json()["data"]
+    knowledge = api.call("POST", f"/agents/{agent['id']}/tools", {"type": "knowledge_search", "defaultMaxResults": 20})
+    assert knowledge.status_code == 201, knowledge.text
+    expected_levels = expected(reader, "org")
+    invoked = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": QUESTION, "topK": 10})
+    assert invoked.status_code == 200, invoked.text
+    assert _levels(world, "org", [r["content"] for r in invoked.json()["results"]]) == expected_levels
+    found = api.call("POST", f"/agents/{agent['id']}/tools/{knowledge.json()['data']['id']}/invoke",
+                     {"query": QUESTION, "maxResults": 20})
+    assert _levels(world, "org", [r["content"] for r in found.json()["results"]]) == expected_levels
+    context = api.call("POST", f"/agents/{agent['id']}/context", {"message": QUESTION, "maxTokens": 4000})
+    assert context.status_code == 200, context.text
+    assert _levels(world, "org", [context.json()["data"]["context"]]) == expected_levels

@@ -13,8 +13,13 @@ from tests.conftest import ROOT, read_local_env
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml")
 # No DELETE: its hostile part may be nothing but the path, which would remove the targets.
-hostile = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml").exclude(method="DELETE")
+# Nor the three GETs that take nothing to make hostile (schemathesis skips them).
+hostile = (schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml").exclude(method="DELETE")
+           .exclude(method="GET", path=["/agents", "/console", "/health"]))
 hostile.config.generation.update(modes=[GenerationMode.NEGATIVE], allow_x00=True)
+# Generated cases only: the coverage phase's exhaustive boundary cases took 40 s an operation
+# on the largest bodies (search), and the conformance test above runs the examples.
+hostile.config.phases.update(phases=["fuzzing"])
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
@@ -48,7 +53,7 @@ def test_api_conforms_to_its_openapi_document(case, target):
 
 
 @hostile.parametrize()
-@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_hostile_requests_never_get_a_5xx(case, target):
     """Aimed at the real knowledge base, agent and tool where the operation names one."""
     for name in ("kb_id", "agent_id", "tool_id"):
