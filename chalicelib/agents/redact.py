@@ -24,13 +24,20 @@ def hidden_tool(tool: dict) -> dict:
             "config": config, "redacted": True}
 
 
+def _is_kb_tool(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == KNOWLEDGE_BASE and isinstance(value.get("config"), dict)
+
+
 def kb_tools(value: Any) -> list[dict]:
     """The knowledge-base tools a value holds: a tool, or an object with availableTools."""
     if not isinstance(value, dict):
         return []
-    candidates = [value, *(value.get("availableTools") or [])]
-    return [t for t in candidates if isinstance(t, dict) and t.get("type") == KNOWLEDGE_BASE
-            and isinstance(t.get("config"), dict)]
+    return [t for t in [value, *(value.get("availableTools") or [])] if _is_kb_tool(t)]
+
+
+def links_hidden(tool: Any, visible: set[str]) -> bool:
+    """A knowledge-base tool whose knowledge base is not among those the reader sees."""
+    return _is_kb_tool(tool) and tool["config"].get("knowledgeBaseId") not in visible
 
 
 def visible_kbs(conn, principal, kb_ids: Iterable[str]) -> set[str]:
@@ -49,14 +56,13 @@ def seen_kbs(conn, principal, kb_ids: Iterable[str]) -> set[str]:
 
 
 def tools_as_seen(tools: list, visible: set[str]) -> list:
-    return [hidden_tool(t) if t in kb_tools(t) and t["config"].get("knowledgeBaseId") not in visible else t
-            for t in tools]
+    return [hidden_tool(t) if links_hidden(t, visible) else t for t in tools]
 
 
 def _side_with_tools(side: Any, visible: set[str]) -> Any:
     if not isinstance(side, dict):
         return side
-    if side in kb_tools(side) and side["config"].get("knowledgeBaseId") not in visible:
+    if links_hidden(side, visible):
         side = hidden_tool(side)
     if isinstance(side.get("availableTools"), list):
         side = {**side, "availableTools": tools_as_seen(side["availableTools"], visible)}

@@ -87,8 +87,7 @@ def _as_seen(conn, principal: Principal, rows: list[dict]) -> list[dict]:
 def _as_stored(tools: list[dict], stored: list[dict], visible: set[str]) -> list[dict]:
     """availableTools given whole by a caller who sees some links redacted: a tool linking a
     knowledge base it cannot see passes through unchanged, as it is stored."""
-    hidden = {t["id"]: t for t in stored if t.get("type") == KNOWLEDGE_BASE
-              and t["config"]["knowledgeBaseId"] not in visible}
+    hidden = {t["id"]: t for t in stored if redact.links_hidden(t, visible)}
     return [hidden.get(t.get("id"), t) for t in tools]
 
 

