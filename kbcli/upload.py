@@ -1,5 +1,12 @@
-"""Uploading files: which files a command line names, and moving each one through
-register (POST .../documents) → presigned PUT → ingestion, with progress.
+"""Uploading files: which files a command line names and the path each one gets in the
+knowledge base, and moving each one through register (POST .../documents) → presigned
+PUT → ingestion, with progress.
+
+A document is its path in the knowledge base. As `aws s3 sync DIR s3://bucket/prefix`
+does, a folder's files keep their paths relative to the folder, a file named on its own
+(or matched by a glob) is uploaded under its name, and --prefix puts all of them below a
+folder. Each registration carries the file's SHA-256: when the path already holds those
+bytes, indexed, the API answers "unchanged" and nothing is sent.
 
 Every file goes through a presigned PUT, never inline base64: the bytes go straight to
 S3 without the 4/3 base64 growth or the API's 7 MiB body limit, the byte progress bar
@@ -7,11 +14,13 @@ measures the real transfer, and there is one code path whatever the size. The co
 one more request per file, which a tiny file does not notice."""
 import fnmatch
 import glob
+import hashlib
 import os
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Optional
 
 from kbcli.client import CliError, Client
@@ -20,15 +29,32 @@ TERMINAL = ("PROCESSED", "FAILED")
 CHUNK_BYTES = 256 * 1024
 GLOB_CHARS = set("*?[")
 OUTAGE_SECONDS = 120
+# What registering a file did (the API's answer), and what the summary calls a file that
+# was refused, could not be sent, or failed ingestion.
+ADDED, UPDATED, UNCHANGED, FAILED = "added", "updated", "unchanged", "failed"
+RESULTS = (ADDED, UPDATED, UNCHANGED, FAILED)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One local file and the path it gets in the knowledge base."""
+    local: Path
+    remote: str
 
 
 @dataclass
 class FileResult:
-    path: Path
+    source: Source
     size: int
     document: Optional[dict] = None  # the API's document view, latest seen
     error: Optional[dict] = None  # {code, message}: refused, not uploaded, or failed ingestion
-    uploaded: bool = False
+    result: Optional[str] = None  # the API's ADDED, UPDATED or UNCHANGED, once registered
+    uploaded: bool = False  # registered, and the bytes sent when there were any to send
+
+    @property
+    def sent(self) -> bool:
+        """Bytes went to S3 (or inline): ingestion is under way."""
+        return self.uploaded and self.result in (ADDED, UPDATED)
 
     @property
     def status(self) -> str:
@@ -44,11 +70,37 @@ class FileResult:
     def failed(self) -> bool:
         return self.status == "FAILED" or self.error is not None
 
+    @property
+    def outcome(self) -> str:
+        """What the summary counts this file as: FAILED whenever it failed, else the API's result."""
+        return FAILED if self.failed or not self.uploaded else (self.result or ADDED)
+
     def as_dict(self) -> dict:
         doc = self.document or {}
-        return {"path": str(self.path), "id": doc.get("id"), "filename": doc.get("filename") or self.path.name,
+        return {"path": doc.get("path") or self.source.remote, "localPath": str(self.source.local),
+                "result": self.outcome, "id": doc.get("id"),
+                "filename": doc.get("filename") or PurePosixPath(self.source.remote).name,
                 "status": self.status, "error": self.error or doc.get("error"), "size": self.size,
                 "pages": doc.get("pages"), "chunks": doc.get("chunks"), "tokens": doc.get("tokens")}
+
+
+def clean_prefix(prefix: Optional[str]) -> str:
+    """--prefix as a folder: '/'-separated names without '.' or '..', no leading or
+    trailing '/' ('' when none)."""
+    if not prefix:
+        return ""
+    parts = [p for p in prefix.replace("\\", "/").split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise CliError("INVALID_OPTION", f"--prefix {prefix}: '.' and '..' are not folders in a knowledge base",
+                       exit_code=2)
+    return "/".join(parts)
+
+
+def remote_path(prefix: str, relative: PurePosixPath) -> str:
+    """The document's path: the prefix, then the path relative to the folder given (NFC,
+    as the API keeps it, so two spellings of one name are one path)."""
+    path = relative.as_posix() if not prefix else f"{prefix}/{relative.as_posix()}"
+    return unicodedata.normalize("NFC", path)
 
 
 def _hidden(relative: Path) -> bool:
@@ -60,17 +112,19 @@ def _matches(patterns: list[str], path: Path, relative: Path) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in patterns for name in names)
 
 
-def collect(paths: Iterable[str], include: list[str], exclude: list[str]) -> list[Path]:
+def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix: str = "") -> list[Source]:
     """Files named, folders walked (recursively, skipping hidden entries) and globs
-    expanded; --include/--exclude match a file's name or its path below the folder."""
-    found: dict[Path, None] = {}
+    expanded, each with its remote path; --include/--exclude match a file's name or its
+    path below the folder. The same file reached twice at the same path counts once."""
+    found: dict[tuple[Path, str], Source] = {}
 
     def consider(path: Path, relative: Path) -> None:
         if include and not _matches(include, path, relative):
             return
         if exclude and _matches(exclude, path, relative):
             return
-        found.setdefault(path.resolve(), None)
+        source = Source(local=path, remote=remote_path(prefix, PurePosixPath(relative.as_posix())))
+        found.setdefault((path.resolve(), source.remote), source)
 
     def walk(folder: Path) -> None:
         for root, dirs, files in os.walk(folder):
@@ -100,7 +154,7 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str]) -> lis
             raise CliError("NO_FILES", f"{given}: no such file or folder", exit_code=2)
     if not found:
         raise CliError("NO_FILES", "no files to upload (check the paths and --include/--exclude)", exit_code=2)
-    return list(found)
+    return list(found.values())
 
 
 def _chunks(path: Path, on_bytes: Callable[[int], None]):
@@ -110,13 +164,20 @@ def _chunks(path: Path, on_bytes: Callable[[int], None]):
             yield block
 
 
+def sha256_of(path: Path) -> str:
+    """The file's SHA-256, read in blocks (a large file never sits in memory whole)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(CHUNK_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def upload_one(client: Client, kb_id: str, item: FileResult, metadata: Optional[dict],
                on_bytes: Callable[[int], None]) -> None:
-    """Registers the file and PUTs its bytes; a refusal or a failed PUT is recorded on
-    the item (never raised), so one bad file does not stop the others."""
-    body: dict = {"filename": item.path.name, "size": item.size}
-    if metadata:
-        body["metadata"] = metadata
+    """Registers the file at its path and PUTs its bytes unless the API answers that the
+    path holds them already; a refusal or a failed PUT is recorded on the item (never
+    raised), so one bad file does not stop the others."""
     sent = 0
 
     def count(n: int) -> None:
@@ -125,20 +186,23 @@ def upload_one(client: Client, kb_id: str, item: FileResult, metadata: Optional[
         on_bytes(n)
 
     try:
+        body: dict = {"path": item.source.remote, "size": item.size, "sha256": sha256_of(item.source.local)}
+        if metadata:
+            body["metadata"] = metadata
         answer = client.post(f"/knowledge-bases/{kb_id}/documents", body)
-        item.document = answer["document"]
+        item.document, item.result = answer["document"], answer.get("result")
         put = answer.get("upload")
         if put is not None:
-            client.put_bytes(put["url"], put.get("headers") or {}, _chunks(item.path, count))
+            client.put_bytes(put["url"], put.get("headers") or {}, _chunks(item.source.local, count))
         item.uploaded = True
     except CliError as error:
         if error.code in ("CONNECTION_FAILED", "NO_API_URL", "NO_API_KEY"):
             raise
         item.error = {"code": error.code, "message": error.message}
     except OSError as error:
-        item.error = {"code": "UNREADABLE_FILE", "message": f"{item.path}: {error.strerror or error}"}
+        item.error = {"code": "UNREADABLE_FILE", "message": f"{item.source.local}: {error.strerror or error}"}
     finally:
-        on_bytes(max(0, item.size - sent))  # what was never sent still completes the byte bar
+        on_bytes(max(0, item.size - sent))  # what was never sent (or is unchanged) still completes the byte bar
 
 
 def upload_all(client: Client, kb_id: str, items: list[FileResult], metadata: Optional[dict],
@@ -197,22 +261,27 @@ class Plan:
     items: list[FileResult] = field(default_factory=list)
 
     @classmethod
-    def of(cls, files: list[Path]) -> "Plan":
-        """The API names a document by the file's name alone, so two files of the same
-        name in different folders would overwrite each other: the later ones are refused."""
+    def of(cls, sources: list[Source]) -> "Plan":
+        """Two local files for one path in one run would make one document of whichever
+        PUT landed last: the later file is refused, naming both."""
         plan, seen = cls(), {}
-        for path in files:
-            item = FileResult(path=path, size=path.stat().st_size)
-            if not os.access(path, os.R_OK):
-                item.error = {"code": "UNREADABLE_FILE", "message": f"{path}: permission denied"}
-            elif path.name in seen:
-                item.error = {"code": "DUPLICATE_FILENAME",
-                              "message": f"{seen[path.name]} has the same name; the later file would replace it"}
+        for source in sources:
+            item = FileResult(source=source, size=source.local.stat().st_size)
+            if not os.access(source.local, os.R_OK):
+                item.error = {"code": "UNREADABLE_FILE", "message": f"{source.local}: permission denied"}
+            elif source.remote in seen:
+                item.error = {"code": "DUPLICATE_PATH",
+                              "message": f"{source.local} maps to {source.remote}, as {seen[source.remote]} does:"
+                                         " only the first is uploaded"}
             else:
-                seen[path.name] = path
+                seen[source.remote] = source.local
             plan.items.append(item)
         return plan
 
     @property
     def to_send(self) -> list[FileResult]:
         return [i for i in self.items if i.error is None]
+
+    @property
+    def sent(self) -> list[FileResult]:
+        return [i for i in self.items if i.sent]

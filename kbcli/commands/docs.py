@@ -1,4 +1,6 @@
-"""kb docs: uploading documents and following them through ingestion; kb sync."""
+"""kb docs: uploading documents and following them through ingestion, pages of them,
+each one by id or by path; kb sync."""
+import re
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -7,14 +9,25 @@ from rich import filesize
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from kbcli import output, upload
+from kbcli.client import CliError, Client
 from kbcli.output import Styled
 from kbcli.session import Session, YesOption, command, delete_confirmed, json_option, new_group
 
 app = new_group("docs", "Documents: upload files and folders, list, status, delete, reindex.")
 
 KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…).", show_default=False)]
-DocId = Annotated[str, typer.Argument(help="The document's id (doc_…).", show_default=False)]
+DocId = Annotated[str, typer.Argument(help="The document's id (doc_…) or its path in the knowledge base"
+                                            " (guides/install/index.html).", show_default=False)]
 STATUS_STYLE = {"PROCESSED": "green", "FAILED": "red", "PENDING": "yellow", "PROCESSING": "cyan"}
+RESULT_STYLE = {upload.ADDED: "green", upload.UPDATED: "cyan", upload.UNCHANGED: "dim", upload.FAILED: "red"}
+# A document's or an entry's id as the API makes them (ids.new_id): anything else is a path.
+DOCUMENT_ID = re.compile(r"^(doc|entry)_[0-9a-f]{16}$")
+
+
+class Sort(str, Enum):
+    path = "path"
+    updatedAt = "updatedAt"
+    status = "status"
 
 
 class Status(str, Enum):
@@ -28,6 +41,19 @@ def docs_path(kb_id: str) -> str:
     return f"/knowledge-bases/{kb_id}/documents"
 
 
+def document_id(client: Client, kb_id: str, doc: str) -> str:
+    """A document's id as given, or the id of the document at this path (?path= answers
+    0 or 1 of them)."""
+    if DOCUMENT_ID.match(doc):
+        return doc
+    items = client.get(docs_path(kb_id), params={"path": doc})["items"]
+    if len(items) > 1:  # an API that ignores ?path= would answer a page of everything
+        raise CliError("UNEXPECTED_ANSWER", f"the API answered {len(items)} documents for the path {doc}")
+    if not items:
+        raise CliError("NOT_FOUND", f"knowledge base {kb_id} has no document at the path {doc}", status=404)
+    return items[0]["id"]
+
+
 def styled_status(status: Optional[str]) -> Styled:
     return Styled(f"[{STATUS_STYLE.get(status or '', 'white')}]{output.cell(status)}[/]")
 
@@ -35,7 +61,8 @@ def styled_status(status: Optional[str]) -> Styled:
 def render_doc(doc: dict) -> None:
     error = doc.get("error") or {}
     output.fields([
-        ("id", doc["id"]), ("filename", doc.get("filename")), ("knowledge base", doc.get("knowledgeBaseId")),
+        ("id", doc["id"]), ("path", doc.get("path")), ("filename", doc.get("filename")),
+        ("knowledge base", doc.get("knowledgeBaseId")),
         ("status", styled_status(doc.get("status"))),
         ("error", f"{error.get('code')}: {error.get('message')}" if error else None),
         ("type", doc.get("contentType")), ("size", filesize.decimal(doc["size"]) if doc.get("size") else None),
@@ -48,23 +75,29 @@ def render_doc(doc: dict) -> None:
 
 
 def render_docs(data: dict) -> None:
-    output.table(["id", "filename", "status", "pages", "chunks", "tokens", "error", "updated"], (
-        (d["id"], d.get("filename"), styled_status(d.get("status")), d.get("pages"), d.get("chunks"),
-         d.get("tokens"), (d.get("error") or {}).get("code"), output.when(d.get("updatedAt")))
+    # An entry has no path: its title (the filename field) stands in.
+    output.table(["id", "path", "status", "pages", "chunks", "tokens", "error", "updated"], (
+        (d["id"], d.get("path") or d.get("filename"), styled_status(d.get("status")), d.get("pages"),
+         d.get("chunks"), d.get("tokens"), (d.get("error") or {}).get("code"), output.when(d.get("updatedAt")))
         for d in data["items"]), empty="no documents")
+    if data.get("nextToken"):
+        output.note(f"[dim]more: use --all or --next-token {data['nextToken']}[/]")
+
+
+def summary(results: list[dict]) -> str:
+    """'3 added, 1 updated, 40 unchanged, 1 failed' (a count that is 0 is left out)."""
+    counts = {name: sum(1 for r in results if r["result"] == name) for name in upload.RESULTS}
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n)
 
 
 def render_upload(results: list[dict], waited: bool) -> None:
-    output.table(["file", "document", "status", "chunks", "error"], (
-        (r["filename"], r["id"], styled_status(r["status"]), r["chunks"],
+    output.table(["path", "result", "document", "status", "chunks", "error"], (
+        (r["path"], Styled(f"[{RESULT_STYLE[r['result']]}]{r['result']}[/]"), r["id"], styled_status(r["status"]),
+         r["chunks"],
          Styled(f"[red]{output.cell(r['error']['code'])}[/]: {output.cell(r['error']['message'])}")
          if r["error"] else None)
         for r in results), title="Upload")
-    counts: dict[str, int] = {}
-    for r in results:
-        key = "failed" if r["error"] or r["status"] == "FAILED" else r["status"].lower()
-        counts[key] = counts.get(key, 0) + 1
-    output.note(", ".join(f"{n} {name}" for name, n in sorted(counts.items())))
+    output.note(summary(results))
     if not waited and any(r["status"] in ("PENDING", "PROCESSING") for r in results):
         output.note("[dim]Ingestion goes on in the background; --wait follows it, `kb docs list` shows it.[/]")
 
@@ -80,6 +113,8 @@ def upload_(session: Session,
             paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) and globs.",
                                                        show_default=False)],
             kb: KbOption,
+            prefix: Annotated[Optional[str], typer.Option(
+                "--prefix", help="Put the files below this folder of the knowledge base (docs/v2).")] = None,
             include: Annotated[Optional[list[str]], typer.Option(
                 "--include", help="Only files whose name or path below a folder matches this glob"
                                   " (repeatable).")] = None,
@@ -92,11 +127,14 @@ def upload_(session: Session,
             metadata: Annotated[Optional[str], typer.Option(
                 help="JSON object of metadata attributes for every file (or @file.json).")] = None,
             concurrency: Annotated[int, typer.Option(min=1, max=32, help="Files uploaded at once.")] = 4):
-    """Upload files, folders and globs (presigned S3 PUTs).
+    """Upload files, folders and globs (presigned S3 PUTs), each at its path in the knowledge base.
 
+    A folder's files keep their paths relative to the folder (as `aws s3 sync` does); a file
+    named, or matched by a glob, goes under its own name; --prefix puts them below a folder.
+    A path that holds the same bytes already is "unchanged" and not sent again.
     Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion."""
     attributes = json_option(metadata, "--metadata")
-    plan = upload.Plan.of(upload.collect(paths, include or [], exclude or []))
+    plan = upload.Plan.of(upload.collect(paths, include or [], exclude or [], upload.clean_prefix(prefix)))
     client = session.client()
     client.get(f"/knowledge-bases/{kb}")  # an unknown knowledge base is one error, not one per file
     sending = plan.to_send
@@ -111,8 +149,9 @@ def upload_(session: Session,
 
         on_bytes(0)
         upload.upload_all(client, kb, sending, attributes, concurrency, on_bytes)
-        if wait:
-            ingested = progress.add_task("ingestion", total=len(plan.items), detail="")
+        following = plan.sent  # only what was sent is ingested; an unchanged file is done already
+        if wait and following:
+            ingested = progress.add_task("ingestion", total=len(following), detail="")
             tally = {"PROCESSED": 0, "FAILED": 0}
 
             def on_done(item: upload.FileResult) -> None:
@@ -120,7 +159,7 @@ def upload_(session: Session,
                 progress.update(ingested, advance=1, detail=f"{tally['PROCESSED']} processed,"
                                                             f" {tally['FAILED']} failed")
 
-            for item in upload.wait_all(client, kb, plan.items, timeout, concurrency, on_done):
+            for item in upload.wait_all(client, kb, following, timeout, concurrency, on_done):
                 item.error = {"code": "WAIT_TIMEOUT",
                               "message": f"still {item.status} after {timeout:g} s"}
     results = [item.as_dict() for item in plan.items]
@@ -131,28 +170,52 @@ def upload_(session: Session,
 
 @command(app, "list")
 def list_(session: Session, kb: KbOption,
-          status: Annotated[Optional[Status], typer.Option(help="Only documents in this status.")] = None):
-    """List a knowledge base's documents."""
-    data = session.client().get(docs_path(kb), params={"status": status.value if status else None})
+          status: Annotated[Optional[Status], typer.Option(help="Only documents in this status.")] = None,
+          prefix: Annotated[Optional[str], typer.Option(
+              help="Only paths that start with this (a folder: guides/).")] = None,
+          sort: Annotated[Sort, typer.Option(help="path (byte order), updatedAt (newest first) or status"
+                                                  " (then path).")] = Sort.path,
+          limit: Annotated[Optional[int], typer.Option(
+              min=1, max=1000, help="Documents a page (the API's default: 100).")] = None,
+          next_token: Annotated[Optional[str], typer.Option(
+              "--next-token", help="The page after the one that printed this token (same sort and filters).")]
+          = None,
+          all_: Annotated[bool, typer.Option("--all", help="Every page, to the end (--limit documents a"
+                                                           " request).")] = False):
+    """List a knowledge base's documents, a page at a time (--all for every page)."""
+    client = session.client()
+    params = {"status": status.value if status else None, "prefix": prefix, "sort": sort.value,
+              "limit": limit, "nextToken": next_token}
+    data = client.get(docs_path(kb), params=params)
+    if all_:
+        items = list(data["items"])
+        while data.get("nextToken"):
+            data = client.get(docs_path(kb), params={**params, "nextToken": data["nextToken"]})
+            items.extend(data["items"])
+        data = {"items": items, "nextToken": None}
     session.emit(data, render_docs)
 
 
 @command(app, "status")
-def status(session: Session, doc_id: DocId, kb: KbOption):
-    """Show a document: status, error code, pages, chunks, tokens, step durations."""
-    session.emit(session.client().get(f"{docs_path(kb)}/{doc_id}"), render_doc)
+def status(session: Session, doc: DocId, kb: KbOption):
+    """Show a document (by id or path): status, error code, pages, chunks, tokens, step durations."""
+    client = session.client()
+    session.emit(client.get(f"{docs_path(kb)}/{document_id(client, kb, doc)}"), render_doc)
 
 
 @command(app, "delete")
-def delete(session: Session, doc_id: DocId, kb: KbOption, yes: YesOption = False):
-    """Delete a document, its chunks and its object in the bucket."""
-    delete_confirmed(session, yes, f"Delete document {doc_id}?", f"{docs_path(kb)}/{doc_id}")
+def delete(session: Session, doc: DocId, kb: KbOption, yes: YesOption = False):
+    """Delete a document (by id or path), its chunks and its object in the bucket."""
+    doc_id = document_id(session.client(), kb, doc)
+    shown = doc if doc == doc_id else f"{doc} ({doc_id})"
+    delete_confirmed(session, yes, f"Delete document {shown}?", f"{docs_path(kb)}/{doc_id}")
 
 
 @command(app, "reindex")
-def reindex(session: Session, doc_id: DocId, kb: KbOption):
-    """Run a document through the pipeline again (embedding anew)."""
-    session.emit(session.client().post(f"{docs_path(kb)}/{doc_id}/reindex"), render_doc)
+def reindex(session: Session, doc: DocId, kb: KbOption):
+    """Run a document (by id or path) through the pipeline again (embedding anew)."""
+    client = session.client()
+    session.emit(client.post(f"{docs_path(kb)}/{document_id(client, kb, doc)}/reindex"), render_doc)
 
 
 def sync(session: Session, kb: KbOption):

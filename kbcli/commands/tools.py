@@ -1,12 +1,13 @@
 """kb tools: an agent's knowledge-base tools (browse, add, configure, edit, remove, invoke)."""
 import json
+import re
 from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
 from kbcli import output
-from kbcli.client import CliError
+from kbcli.client import CliError, Client
 from kbcli.commands.agents import render_tools
 from kbcli.output import Styled
 from kbcli.session import Session, YesOption, command, delete_confirmed, new_group
@@ -15,13 +16,18 @@ app = new_group("tools", "An agent's knowledge-base tools: browse, add, configur
 
 AgentOption = Annotated[str, typer.Option("--agent", help="The agent's id (agent_…).", show_default=False)]
 KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…).", show_default=False)]
-ToolId = Annotated[str, typer.Argument(help="The tool's id (tool_kb_…).", show_default=False)]
+ToolId = Annotated[str, typer.Argument(help="The tool's id (tool_kb_…) or its name in the agent"
+                                              " (search_product_docs).", show_default=False)]
 NameOption = Annotated[Optional[str], typer.Option("--name", help="The tool's name as the model sees it"
                                                    " (letters, digits, _ and -).")]
 DescriptionOption = Annotated[Optional[str], typer.Option("--description", help="What the model reads about it.")]
 TopKOption = Annotated[Optional[int], typer.Option("--top-k", help="Passages per call unless the model asks"
                                                    " otherwise (1-20).")]
 MinScoreOption = Annotated[Optional[float], typer.Option("--min-score", help="Least cosine similarity (0-1).")]
+
+
+# A tool's id as the API makes them (agents/tools.py): anything else is a tool's name.
+TOOL_ID = re.compile(r"^tool_([a-z]+_)?[0-9a-f]{16}$")
 
 
 class Format(str, Enum):
@@ -32,6 +38,18 @@ class Format(str, Enum):
 
 def tools_path(agent_id: str) -> str:
     return f"/agents/{agent_id}/knowledge-base-tools"
+
+
+def tool_id(client: Client, agent: str, tool: str) -> str:
+    """A tool's id as given, or the id of the agent's tool of this name (a name is unique
+    within an agent)."""
+    if TOOL_ID.match(tool):
+        return tool
+    for item in client.get(f"/agents/{agent}/tools")["items"]:
+        if item.get("name") == tool:
+            return item["id"]
+    raise CliError("NOT_FOUND", f"agent {agent} has no tool named {tool} (`kb tools list --agent {agent}` shows"
+                                " its tools)", status=404)
 
 
 def render_tool(tool: dict) -> None:
@@ -96,20 +114,23 @@ def configure(session: Session, agent: AgentOption, kb: KbOption,
 
 
 @command(app, "edit")
-def edit(session: Session, tool_id: ToolId, agent: AgentOption, name: NameOption = None,
+def edit(session: Session, tool: ToolId, agent: AgentOption, name: NameOption = None,
          description: DescriptionOption = None, top_k: TopKOption = None, min_score: MinScoreOption = None):
     """Change a knowledge-base tool's name, description or defaults."""
     body = {k: v for k, v in (("toolName", name), ("toolDescription", description)) if v is not None}
     body.update(_defaults(top_k, min_score))
     if not body:
         raise CliError("NOTHING_TO_CHANGE", "give --name, --description, --top-k or --min-score", exit_code=2)
-    session.emit(session.client().patch(f"{tools_path(agent)}/{tool_id}", body), render_tool)
+    client = session.client()
+    session.emit(client.patch(f"{tools_path(agent)}/{tool_id(client, agent, tool)}", body), render_tool)
 
 
 @command(app, "remove")
-def remove(session: Session, tool_id: ToolId, agent: AgentOption, yes: YesOption = False):
-    """Remove a tool from an agent."""
-    delete_confirmed(session, yes, f"Remove tool {tool_id} from agent {agent}?", f"/agents/{agent}/tools/{tool_id}",
+def remove(session: Session, tool: ToolId, agent: AgentOption, yes: YesOption = False):
+    """Remove a tool (by id or name) from an agent."""
+    found = tool_id(session.client(), agent, tool)
+    shown = tool if tool == found else f"{tool} ({found})"
+    delete_confirmed(session, yes, f"Remove tool {shown} from agent {agent}?", f"/agents/{agent}/tools/{found}",
                      done="Removed")
 
 
@@ -134,12 +155,14 @@ def render_invocation(result: dict) -> None:
 
 
 @command(app, "invoke")
-def invoke(session: Session, tool_id: ToolId,
+def invoke(session: Session, tool: ToolId,
            query: Annotated[str, typer.Argument(help="The query, as a model would send it.", show_default=False)],
            agent: AgentOption, top_k: TopKOption = None, min_score: MinScoreOption = None):
     """Run a tool as an agent runtime would, and print the result the model would read."""
     arguments = {"query": query, **{k: v for k, v in (("topK", top_k), ("minScore", min_score)) if v is not None}}
-    result = session.client().request("POST", f"/agents/{agent}/tools/{tool_id}/invoke", json=arguments, raw=True)
+    client = session.client()
+    result = client.request("POST", f"/agents/{agent}/tools/{tool_id(client, agent, tool)}/invoke", json=arguments,
+                            raw=True)
     if isinstance(result, dict) and result.get("success") is False:
         # A readable failure for the model (its knowledge base was deleted), answered with a 200.
         if session.json:

@@ -82,7 +82,7 @@ def upload_folder(shared_docs, tmp_path_factory) -> Path:
         (folder / target).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shared_docs / name, folder / target)
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\nthis is not a PDF body\n")
-    (folder / "picture.xyz").write_bytes(b"not a document type the service reads")
+    (folder / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n a picture, which the service does not read")
     (folder / "skipped.txt").write_text("excluded on the command line")
     (folder / ".hidden.md").write_text("hidden files are not walked")
     return folder

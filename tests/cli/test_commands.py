@@ -85,11 +85,16 @@ def test_agent_with_a_quick_added_tool(cli, kb, uploaded):
     assert result["success"] is True and result["results"][0]["source"] == "crazyones.pdf"
     table = cli.run("tools", "invoke", tool["id"], "the crazy ones", "--agent", agent["id"]).stdout
     assert "crazyones.pdf" in table
+    # By its name within the agent, as well as by id.
+    by_name = cli.json("tools", "invoke", tool["name"], "the crazy ones who change the world", "--agent", agent["id"])
+    assert by_name["results"][0]["source"] == "crazyones.pdf"
+    error = cli.error("tools", "invoke", "search_nothing_here", "q", "--agent", agent["id"], code="NOT_FOUND")
+    assert "search_nothing_here" in error["message"]
 
-    edited = cli.json("tools", "edit", tool["id"], "--agent", agent["id"], "--name", "search_manuals",
+    edited = cli.json("tools", "edit", tool["name"], "--agent", agent["id"], "--name", "search_manuals",
                       "--top-k", "1")
     assert edited["name"] == "search_manuals" and edited["config"]["defaultTopK"] == 1
-    assert len(cli.json("tools", "invoke", tool["id"], "pdf pages", "--agent", agent["id"])["results"]) <= 1
+    assert len(cli.json("tools", "invoke", "search_manuals", "pdf pages", "--agent", agent["id"])["results"]) <= 1
     listed = cli.json("tools", "list", "--agent", agent["id"])["items"]
     assert [(t["id"], t["status"]) for t in listed] == [(tool["id"], "ok")]
     openai = json.loads(cli.run("tools", "list", "--agent", agent["id"], "--format", "openai").stdout)
@@ -98,7 +103,8 @@ def test_agent_with_a_quick_added_tool(cli, kb, uploaded):
     cli.error("tools", "configure", "--agent", agent["id"], "--kb", "kb_0000000000000000", "--name", "other",
               "--description", "d", code="NOT_FOUND")
 
-    assert cli.json("tools", "remove", tool["id"], "--agent", agent["id"], "--yes")["deleted"] is True
+    assert cli.json("tools", "remove", "search_manuals", "--agent", agent["id"], "--yes") == {"id": tool["id"],
+                                                                                           "deleted": True}
     assert cli.json("tools", "list", "--agent", agent["id"])["items"] == []
     cli.error("tools", "invoke", tool["id"], "q", "--agent", agent["id"], code="NOT_FOUND")
     assert cli.json("agents", "delete", agent["id"], "--yes")["deleted"] is True

@@ -6,53 +6,65 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-def by_file(results: list[dict]) -> dict[str, dict]:
-    return {r["filename"]: r for r in results}
+def by_path(results: list[dict]) -> dict[str, dict]:
+    return {r["path"]: r for r in results}
 
 
-def test_folder_upload_waits_and_reports_each_file(uploaded):
+def test_folder_upload_waits_and_reports_each_file(uploaded, upload_folder):
     done, results = uploaded
     assert done.returncode == 1, "a failed file makes the command fail"
-    files = by_file(results)
-    # Subfolders walked, hidden files skipped, --exclude honoured.
-    assert set(files) == {"crazyones.pdf", "pypdf-extract-text.md", "par-known-paragraphs.docx",
-                          "two-different-pages.pdf", "broken.pdf", "picture.xyz"}
-    for name in ("crazyones.pdf", "pypdf-extract-text.md", "par-known-paragraphs.docx", "two-different-pages.pdf"):
-        assert files[name]["status"] == "PROCESSED", files[name]
-        assert files[name]["id"].startswith("doc_") and files[name]["chunks"] > 0 and files[name]["error"] is None
-    assert files["two-different-pages.pdf"]["pages"] == 2
+    files = by_path(results)
+    # Subfolders walked with their paths, hidden files skipped, --exclude honoured.
+    assert set(files) == {"crazyones.pdf", "pypdf-extract-text.md", "word/par-known-paragraphs.docx",
+                          "word/nested/two-different-pages.pdf", "broken.pdf", "picture.png"}
+    for path in ("crazyones.pdf", "pypdf-extract-text.md", "word/par-known-paragraphs.docx",
+                 "word/nested/two-different-pages.pdf"):
+        assert files[path]["status"] == "PROCESSED" and files[path]["result"] == "added", files[path]
+        assert files[path]["id"].startswith("doc_") and files[path]["chunks"] > 0 and files[path]["error"] is None
+        assert files[path]["localPath"] == str(upload_folder / path)
+    assert files["word/nested/two-different-pages.pdf"]["pages"] == 2
+    assert files["word/nested/two-different-pages.pdf"]["filename"] == "two-different-pages.pdf"
     # Unreadable after upload: the pipeline's code; refused up front: the API's code, no document.
     assert files["broken.pdf"]["status"] == "FAILED" and files["broken.pdf"]["error"]["code"] == "CORRUPT_FILE"
-    assert files["picture.xyz"]["status"] == "FAILED" and files["picture.xyz"]["id"] is None
-    assert files["picture.xyz"]["error"]["code"] == "UNSUPPORTED_TYPE"
+    assert files["broken.pdf"]["result"] == "failed"
+    assert files["picture.png"]["status"] == "FAILED" and files["picture.png"]["id"] is None
+    assert files["picture.png"]["error"]["code"] == "UNSUPPORTED_TYPE" and files["picture.png"]["result"] == "failed"
 
 
 def test_upload_table_names_failures_and_exits_1(cli, kb, uploaded, upload_folder):
+    # crazyones.pdf holds these bytes, indexed, with this metadata: unchanged; broken.pdf is sent and fails again.
     done = cli.run("docs", "upload", str(upload_folder / "broken.pdf"), str(upload_folder / "crazyones.pdf"),
                    "--kb", kb, "--wait", "--metadata", '{"team": "cli"}', expect=1)
     assert "CORRUPT_FILE" in done.stdout and "PROCESSED" in done.stdout
-    assert "1 failed, 1 processed" in done.stdout
+    assert "1 unchanged, 1 failed" in done.stdout
 
 
 def test_upload_of_globs_without_wait(cli, upload_folder, tmp_path):
     other = cli.json("kbs", "create", "CLI globs")["id"]
     try:
-        # The API names a document by its file name: a second file of the same name is refused.
+        # Two folders named: each one's files are relative to it, so both same.md are at one path,
+        # and the later is refused; their parent keeps them apart.
         for folder in ("a", "b"):
             (tmp_path / folder).mkdir()
             (tmp_path / folder / "same.md").write_text(f"# Folder {folder}\n\nSame name, other text.")
         done = cli.run("docs", "upload", str(tmp_path / "a"), str(tmp_path / "b"), "--kb", other, "--json",
                        expect=1)
         first, second = json.loads(done.stdout)
-        assert first["path"].endswith("a/same.md") and first["error"] is None and first["id"]
-        assert second["error"]["code"] == "DUPLICATE_FILENAME" and second["id"] is None
+        assert (first["path"], first["localPath"], first["error"]) == ("same.md", str(tmp_path / "a" / "same.md"), None)
+        assert first["id"] and second["id"] is None and second["path"] == "same.md"
+        assert second["error"]["code"] == "DUPLICATE_PATH"
+        assert str(tmp_path / "a" / "same.md") in second["error"]["message"]
+        assert str(tmp_path / "b" / "same.md") in second["error"]["message"]
+        both = cli.json("docs", "upload", str(tmp_path), "--kb", other)
+        assert sorted((r["path"], r["result"]) for r in both) == [("a/same.md", "added"), ("b/same.md", "added")]
 
         results = cli.json("docs", "upload", str(upload_folder / "**" / "*.pdf"), "--kb", other,
                            "--exclude", "broken.pdf")
-        assert sorted(r["filename"] for r in results) == ["crazyones.pdf", "two-different-pages.pdf"]
+        # A glob's files go under their own names.
+        assert sorted(r["path"] for r in results) == ["crazyones.pdf", "two-different-pages.pdf"]
         assert all(r["status"] in ("PENDING", "PROCESSING", "PROCESSED") and r["error"] is None for r in results)
         listed = cli.json("docs", "list", "--kb", other)["items"]
-        assert sorted(d["id"] for d in listed) == sorted([first["id"], *(r["id"] for r in results)])
+        assert sorted(d["id"] for d in listed) == sorted([first["id"], *(r["id"] for r in both + results)])
     finally:
         cli.run("kbs", "delete", other, "--yes")
 
@@ -70,6 +82,8 @@ def test_documents_list_status_and_delete(cli, kb, uploaded):
     assert doc["error"]["code"] == "CORRUPT_FILE" and doc["metadata"] == {"team": "cli"}
     shown = cli.run("docs", "status", failed[0]["id"], "--kb", kb).stdout
     assert "CORRUPT_FILE" in shown and "broken.pdf" in shown
+    assert cli.json("docs", "status", "broken.pdf", "--kb", kb)["id"] == failed[0]["id"]
+    assert cli.json("docs", "status", "word/nested/two-different-pages.pdf", "--kb", kb)["pages"] == 2
 
     cli.error("docs", "delete", failed[0]["id"], "--kb", kb, code="CONFIRMATION_REQUIRED", expect=2)
     assert cli.json("docs", "status", failed[0]["id"], "--kb", kb)["id"] == failed[0]["id"]
