@@ -55,6 +55,13 @@ ID_MAX_CHARS = 64
 
 # Documents and entries
 FILENAME_MAX_CHARS = 1000
+# A document's path below kb/{kbId}/: S3 keys are at most 1,024 bytes, and the prefix
+# takes 24 of them.
+PATH_MAX_BYTES = 1000
+PATH_SEGMENT_MAX_CHARS = 255  # what Linux, macOS and Windows file systems allow a name
+# Pages of a knowledge base's documents: a 1,000-document page of views is about 1 MB,
+# well inside Lambda's 6 MB response.
+DOCUMENT_PAGE_SIZE = Range(1, 1000, 100)
 CONTENT_TYPE_MAX_CHARS = 200
 METADATA_NAME_MAX_CHARS = 100
 INLINE_UPLOAD_MAX_BYTES = 5 * 1024 * 1024

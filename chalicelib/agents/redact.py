@@ -12,7 +12,7 @@ from chalicelib.storage import audit, knowledge_bases
 
 HIDDEN_TOOL_DESCRIPTION = "Searches a knowledge base you cannot see."
 # What names a knowledge base, a document or an entry in an audit entry's before and after.
-NAMING_FIELDS = ("name", "description", "filename", "title", "knowledgeBaseName")
+NAMING_FIELDS = ("name", "description", "filename", "path", "title", "knowledgeBaseName")
 WIDE_LEVELS = ("organisation", "public")
 
 

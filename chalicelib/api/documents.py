@@ -5,10 +5,10 @@ from chalice import Blueprint
 from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
 from chalicelib.api.views import document_view, entry_hit_view, entry_view, sync_view, upload_view
-from chalicelib.documents import entries, service, uploads
+from chalicelib.documents import entries, listing, service, uploads
 from chalicelib.auth.access import ENTRY_LEVELS
 from chalicelib.errors import Invalid
-from chalicelib.validate import choice_field, int_field, string_field
+from chalicelib.validate import choice_field, int_field, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
 
@@ -37,22 +37,40 @@ def upload_document(principal, kb_id):
     size = body.get("size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
         raise Invalid.field("size", "must be an integer number of bytes")
+    path = string_field(body, "path", required=False, max_length=limits.FILENAME_MAX_CHARS)
+    filename = string_field(body, "filename", required=not path, max_length=limits.FILENAME_MAX_CHARS)
     request = uploads.UploadRequest(
-        filename=string_field(body, "filename", required=True, max_length=limits.FILENAME_MAX_CHARS),
+        path=path or uploads.name_as_path(filename),
         content_type=string_field(body, "contentType", required=False,
                                   max_length=limits.CONTENT_TYPE_MAX_CHARS) or None,
-        size=size, metadata=_metadata(body), content_base64=content)
+        size=size, metadata=_metadata(body), content_base64=content,
+        sha256=string_field(body, "sha256", required=False, max_length=64) or None)
     upload = uploads.upload(principal, kb_id, request)
+    if upload.result == uploads.UNCHANGED:
+        return ok(upload_view(upload), status=200)
     return ok(upload_view(upload), status=202 if upload.put is None else 201)
 
 
 @blueprint.route("/knowledge-bases/{kb_id}/documents", methods=["GET"])
 @authenticated(blueprint)
 def list_documents(principal, kb_id):
-    status = query_params(blueprint.current_request).get("status")
+    params = query_params(blueprint.current_request)
+    refuse_unknown(params, {"limit", "nextToken", "status", "prefix", "path", "sort"},
+                   "is not a parameter of the document list")
+    status = params.get("status")
     if status is not None and status not in service.DOCUMENT_STATUSES:
         raise Invalid.field("status", f"must be one of {', '.join(service.DOCUMENT_STATUSES)}")
-    return ok({"items": [document_view(r) for r in service.list_documents(principal, kb_id, status)]})
+    sort = params.get("sort") or listing.DEFAULT_SORT
+    if sort not in listing.SORTS:
+        raise Invalid.field("sort", f"must be one of {', '.join(listing.SORTS)}")
+    path, prefix = params.get("path"), params.get("prefix")
+    query = listing.DocumentQuery(
+        limit=int_field(params.get("limit"), "limit", limits.DOCUMENT_PAGE_SIZE), sort=sort, status=status,
+        path=uploads.clean_path(path, "path") if path is not None else None,
+        prefix=uploads.clean_prefix(prefix) if prefix else None,
+        after=listing.decode_token(params.get("nextToken"), kb_id, sort))
+    rows, next_token = service.list_documents(principal, kb_id, query)
+    return ok({"items": [document_view(r) for r in rows], "nextToken": next_token})
 
 
 @blueprint.route("/knowledge-bases/{kb_id}/documents/{doc_id}", methods=["GET"])

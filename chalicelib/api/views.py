@@ -43,7 +43,7 @@ def available_kb_view(row: dict, linked: set[str], viewer: Principal) -> dict:
 
 def document_view(row: dict) -> dict:
     return {
-        "id": row["id"], "knowledgeBaseId": row["kb_id"], "filename": row["filename"],
+        "id": row["id"], "knowledgeBaseId": row["kb_id"], "path": row["path"], "filename": row["filename"],
         "s3Key": row["s3_key"], "contentType": row["content_type"], "size": row["size_bytes"],
         "contentHash": row["content_hash"], "status": row["status"],
         "error": ({"code": row["error_code"], "message": row["error_message"]}
@@ -61,7 +61,7 @@ def sync_view(report: SyncReport) -> dict:
 
 
 def upload_view(upload: Upload) -> dict:
-    answer = {"document": document_view(upload.document)}
+    answer = {"result": upload.result, "document": document_view(upload.document)}
     if upload.put is not None:
         answer["upload"] = {"method": "PUT", "headers": {"Content-Type": upload.put.content_type,
                                                          "Content-Length": str(upload.put.size)},

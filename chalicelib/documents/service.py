@@ -1,11 +1,13 @@
 """Reading, listing, deleting and re-indexing a knowledge base's documents, scoped to
 the caller through its knowledge base. Returns storage rows."""
+from dataclasses import replace
 from typing import Optional
 
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_read, kb_to_write
 from chalicelib.aws import client
 from chalicelib.config import load_settings
+from chalicelib.documents.listing import DocumentQuery, encode_token, row_key
 from chalicelib.documents.runs import start_ingestion
 from chalicelib.documents.sync import SyncReport, sync_knowledge_base
 from chalicelib.errors import Invalid, NotFound
@@ -27,10 +29,14 @@ def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, action: st
     return doc
 
 
-def list_documents(principal: Principal, kb_id: str, status: Optional[str]) -> list[dict]:
+def list_documents(principal: Principal, kb_id: str, query: DocumentQuery) -> tuple[list[dict], Optional[str]]:
+    """A page of the documents the caller may read, and the token of the next (None at the end)."""
     with connection() as conn:
         kb_to_read(conn, principal, kb_id)
-        return documents.list_in(conn, principal, kb_id, status)
+        rows = documents.list_page(conn, principal, kb_id, replace(query, limit=query.limit + 1))
+    page = rows[:query.limit]
+    more = len(rows) > query.limit
+    return page, (encode_token(kb_id, query.sort, row_key(query.sort, page[-1])) if more else None)
 
 
 def get_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
@@ -44,7 +50,8 @@ def delete_document(principal: Principal, kb_id: str, doc_id: str) -> None:
         doc = _document(conn, principal, kb_id, doc_id, action="delete documents")
         documents.delete(conn, doc_id)
         audit.write(conn, principal, "delete_document", "document", doc_id,
-                    before={"knowledgeBaseId": kb_id, "filename": doc["filename"], "kind": doc["kind"]})
+                    before={"knowledgeBaseId": kb_id, "path": doc["path"], "filename": doc["filename"],
+                            "kind": doc["kind"]})
     if doc["kind"] == "file":
         client("s3").delete_objects(Bucket=load_settings().bucket, Delete={"Quiet": True, "Objects": [
             {"Key": doc["s3_key"]}, {"Key": doc["s3_key"] + SIDECAR_SUFFIX}]})
@@ -58,7 +65,7 @@ def reindex_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
             raise Invalid("entries are indexed when they are written; write it again", code="NOT_A_FILE")
         documents.forget_indexed_version(conn, doc_id)
         audit.write(conn, principal, "reindex_document", "document", doc_id,
-                    after={"knowledgeBaseId": kb_id, "filename": doc["filename"]})
+                    after={"knowledgeBaseId": kb_id, "path": doc["path"]})
     start_ingestion(load_settings().bucket, doc["s3_key"], kb_id, doc["size_bytes"])
     with connection() as conn:
         return documents.get(conn, doc_id)

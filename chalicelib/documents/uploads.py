@@ -1,8 +1,11 @@
-"""Uploading a document: a safe name, a supported type, a size within the limits;
-the bytes go to S3 inline or through a presigned PUT, and the S3 trigger ingests them."""
+"""Uploading a document: a safe path (its identity in the knowledge base), not a binary type,
+a size within the limits; the bytes go to S3 inline or through a presigned PUT, and the S3
+trigger ingests them."""
 import base64
 import binascii
+import hashlib
 import json
+import mimetypes
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -14,25 +17,26 @@ from chalicelib.auth.access import kb_to_write
 from chalicelib.aws import client, s3_presigner
 from chalicelib.config import load_settings
 from chalicelib.errors import Invalid, TooLarge, Unsupported
+from chalicelib.ingestion.errors import IngestionError
+from chalicelib.ingestion.extract import refused_by_name, sniff_type
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
 from chalicelib.storage import audit, connection, documents
 
-EXTENSIONS = {
-    ".pdf": "application/pdf",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
-    ".html": "text/html", ".htm": "text/html",
-}
-CONTENT_TYPES = set(EXTENSIONS.values()) | {"text/x-markdown", "application/xhtml+xml"}
+# The Content-Type an object gets in S3 when the caller names none: a hint for whoever
+# downloads it. What the pipeline does with the bytes it decides from the bytes (extract.sniff_type).
+FALLBACK_CONTENT_TYPE = "application/octet-stream"
+_MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(\s*;.*)?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
 class UploadRequest:
-    filename: str
+    path: str  # below the knowledge base: "guides/install/index.html" (a bare name is a path too)
     content_type: Optional[str]
     size: Optional[int]
     metadata: dict
     content_base64: Optional[str] = None
+    sha256: Optional[str] = None  # of the bytes, hex: the same bytes at the same path are "unchanged"
 
 
 @dataclass(frozen=True)
@@ -44,29 +48,71 @@ class PresignedPut:
     expires_in: int
 
 
+# What an upload did to the knowledge base: a new path, a new version of a path, or nothing
+# (the bytes at that path are the ones indexed, and no new metadata came).
+ADDED, UPDATED, UNCHANGED = "added", "updated", "unchanged"
+
+
 @dataclass(frozen=True)
 class Upload:
-    document: dict  # the document's row, PENDING
-    put: Optional[PresignedPut]  # where to PUT the bytes; None when they came inline
+    document: dict  # the document's row: PENDING, or as it was when unchanged
+    put: Optional[PresignedPut]  # where to PUT the bytes; None when they came inline or are unchanged
+    result: str  # ADDED, UPDATED or UNCHANGED
 
 
-def sanitize_filename(name: str) -> str:
-    """A safe object name: the last path segment, no control characters, no traversal."""
-    name = unicodedata.normalize("NFC", name).replace("\\", "/").split("/")[-1]
-    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C").strip().strip(".")
-    name = re.sub(r"[^\w.\- ()]+", "_", name)[:200]
-    if not name or not re.search(r"\w", name):
+def _clean_segment(segment: str, field: str) -> str:
+    segment = "".join(ch for ch in segment if unicodedata.category(ch)[0] != "C").strip()
+    if segment in (".", ".."):
+        raise Invalid.field(field, "must not hold '.' or '..' segments")
+    segment = re.sub(r"[^\w.\- ()@+,=~]+", "_", segment)
+    if len(segment) > limits.PATH_SEGMENT_MAX_CHARS:
+        raise Invalid.field(field, f"each name in it must be at most {limits.PATH_SEGMENT_MAX_CHARS} characters")
+    return segment
+
+
+def clean_path(path: str, field: str = "path") -> str:
+    """A document's path below its knowledge base: '/'-separated names (a '\\' counts as
+    one), NFC, no control characters, no '.' or '..' (no way out of kb/{kbId}/), empty
+    segments dropped; characters S3 and shells handle badly become '_'."""
+    path = unicodedata.normalize("NFC", path).replace("\\", "/")
+    segments = [_clean_segment(s, field) for s in path.split("/") if s.strip()]
+    if not segments or not re.search(r"[^\W_]", segments[-1]):
+        raise Invalid.field(field, "must name a file (letters or digits)")
+    cleaned = "/".join(segments)
+    if len(cleaned.encode("utf-8")) > limits.PATH_MAX_BYTES:
+        raise Invalid.field(field, f"must be at most {limits.PATH_MAX_BYTES} bytes")
+    return cleaned
+
+
+def name_as_path(filename: str) -> str:
+    """The path of an upload that names only a `filename` (the API before paths): its last
+    segment, as then, so a client sending a local path keeps getting one document per name."""
+    last = unicodedata.normalize("NFC", filename).replace("\\", "/").rstrip("/").split("/")[-1]
+    if last.strip() in ("", ".", ".."):
         raise Invalid.field("filename", "must name a file (letters or digits)")
-    return name
+    return clean_path(last, "filename")
 
 
-def _check_type(filename: str, content_type: Optional[str]) -> None:
-    extension = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
-    if extension not in EXTENSIONS:
-        raise Unsupported(f"filename: {extension or 'no extension'} is not supported; "
-                          f"use one of {', '.join(sorted(EXTENSIONS))}")
-    if content_type and content_type.split(";")[0].strip().lower() not in CONTENT_TYPES:
-        raise Unsupported(f"contentType: {content_type} is not supported")
+def clean_prefix(prefix: str) -> str:
+    """A path prefix as the list takes it: a folder ('guides/') or the start of a name."""
+    cleaned = clean_path(prefix, "prefix")
+    return cleaned + "/" if prefix.rstrip().endswith(("/", "\\")) else cleaned
+
+
+def _check_type(path: str, content_type: Optional[str]) -> None:
+    """Refused up front: a name whose extension is a binary type never text (a PNG, a ZIP);
+    everything else the pipeline reads from its bytes."""
+    refused = refused_by_name(path)
+    if refused:
+        raise Unsupported(f"path: {path} is {refused}, which is not a document format this service reads")
+    if content_type:
+        if not _MEDIA_TYPE.match(content_type):
+            raise Invalid.field("contentType", "must be a media type such as text/plain")
+        extension = mimetypes.guess_extension(content_type.split(";")[0].strip().lower())
+        refused = refused_by_name("file" + extension) if extension else None
+        if refused:
+            raise Unsupported(f"contentType: {content_type} is {refused}, which is not a document format"
+                              " this service reads")
 
 
 def _decode_inline(data: str) -> bytes:
@@ -83,34 +129,59 @@ def _decode_inline(data: str) -> bytes:
 
 
 def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
-    """Register a document and return where to PUT its bytes (or store inline
+    """Register a document at its path and return where to PUT its bytes (or store inline
     bytes right away). access.kb_to_write says who may."""
     settings = load_settings()
-    filename = sanitize_filename(request.filename)
-    _check_type(filename, request.content_type)
+    path = clean_path(request.path)
+    _check_type(path, request.content_type)
+    if request.sha256 is not None and not _SHA256.match(request.sha256):
+        raise Invalid.field("sha256", "must be the 64 lower-case hex digits of the file's SHA-256")
     raw = _decode_inline(request.content_base64) if request.content_base64 is not None else None
+    if raw is not None:
+        _check_bytes(path, raw)
     size = len(raw) if raw is not None else request.size
     if size is None or size <= 0:
         raise Invalid.field("size", "must be a positive number of bytes")
     if size > settings.max_file_bytes:
         raise TooLarge(f"size: {size} bytes is over the limit of {settings.max_file_bytes}")
-    key = document_key(kb_id, filename)
+    digest = hashlib.sha256(raw).hexdigest() if raw is not None else request.sha256
+    key = document_key(kb_id, path)
     with connection() as conn, conn.transaction():
         kb_to_write(conn, principal, kb_id, "upload documents")
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=filename, size_bytes=size)
+        current = documents.find_by_key(conn, kb_id, key)
+        if _unchanged(current, digest, request.metadata):
+            return Upload(document=current, put=None, result=UNCHANGED)
+        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=path.rsplit("/", 1)[-1],
+                                       size_bytes=size)
+        result = ADDED if current is None else UPDATED
         audit.write(conn, principal, "upload_document", "document", doc["id"],
-                    after={"knowledgeBaseId": kb_id, "filename": filename, "size": size,
-                           "inline": raw is not None})
+                    after={"knowledgeBaseId": kb_id, "path": path, "size": size,
+                           "inline": raw is not None, "result": result})
     s3 = client("s3")
     if request.metadata:
         s3.put_object(Bucket=settings.bucket, Key=key + SIDECAR_SUFFIX, ContentType="application/json",
                       Body=json.dumps({"metadataAttributes": request.metadata}).encode())
-    content_type = request.content_type or EXTENSIONS["." + filename.rsplit(".", 1)[-1].lower()]
+    content_type = request.content_type or mimetypes.guess_type(path)[0] or FALLBACK_CONTENT_TYPE
     if raw is not None:
         s3.put_object(Bucket=settings.bucket, Key=key, Body=raw, ContentType=content_type)
-        return Upload(document=doc, put=None)
+        return Upload(document=doc, put=None, result=result)
     expires = limits.PRESIGNED_EXPIRY_SECONDS
     url = s3_presigner().generate_presigned_url("put_object", ExpiresIn=expires, Params={
         "Bucket": settings.bucket, "Key": key, "ContentType": content_type, "ContentLength": size})
     return Upload(document=doc, put=PresignedPut(url=url, content_type=content_type, size=size,
-                                                 expires_in=expires))
+                                                 expires_in=expires), result=result)
+
+
+def _unchanged(current: Optional[dict], digest: Optional[str], metadata: dict) -> bool:
+    """The path holds these bytes, indexed, and the upload brings no other metadata."""
+    return (current is not None and digest is not None and current["kind"] == "file"
+            and current["status"] == "PROCESSED" and current["indexed_hash"] == digest
+            and (not metadata or metadata == current["metadata"]))
+
+
+def _check_bytes(path: str, raw: bytes) -> None:
+    """Inline bytes are here already: a type the pipeline cannot read is refused now."""
+    try:
+        sniff_type(raw, path)
+    except IngestionError as err:
+        raise Unsupported(f"content: {err.message}") from None

@@ -11,7 +11,7 @@ from chalicelib.ids import new_id
 from chalicelib.storage import chunks
 from chalicelib.storage.scope import READABLE_DOCUMENT, scope
 
-DOC_COLUMNS = """id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
+DOC_COLUMNS = """id, kb_id, s3_key, path, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
     step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title,
     run_attempts, execution_arn"""
@@ -110,12 +110,44 @@ def find_by_key(conn: psycopg.Connection, kb_id: str, s3_key: str) -> Optional[d
                         (kb_id, s3_key)).fetchone()
 
 
-def list_in(conn: psycopg.Connection, principal, kb_id: str, status: Optional[str]) -> list[dict]:
-    """The documents of this knowledge base the caller may read."""
+def _prefix_end(prefix: str) -> Optional[str]:
+    """The least string above every string that starts with prefix, in code-point order
+    (the C collation's order of UTF-8), or None when there is none."""
+    for i in range(len(prefix) - 1, -1, -1):
+        if ord(prefix[i]) < 0x10FFFF:
+            return prefix[:i] + chr(ord(prefix[i]) + 1)
+    return None
+
+
+# Each sort, its ORDER BY and the keyset condition that starts the page after a row;
+# the indexes of migration 0015 serve them (s3_key is 'kb/{kbId}/' + path for files).
+_ORDER = {
+    "path": ('d.s3_key COLLATE "C"', 'd.s3_key COLLATE "C" > %(k0)s'),
+    "updatedAt": ("d.updated_at DESC, d.id DESC", "(d.updated_at, d.id) < (%(k0)s::timestamptz, %(k1)s)"),
+    "status": ('d.status, d.s3_key COLLATE "C"', '(d.status, d.s3_key COLLATE "C") > (%(k0)s, %(k1)s)'),
+}
+
+
+def list_page(conn: psycopg.Connection, principal, kb_id: str, query) -> list[dict]:
+    """Up to query.limit documents of this knowledge base the caller may read, in the
+    query's sort, after query.after (a DocumentQuery of documents/listing.py)."""
+    order, after = _ORDER[query.sort]
+    key_prefix = f"kb/{kb_id}/"
+    prefix = key_prefix + query.prefix if query.prefix else None
+    params = {"kb_id": kb_id, "status": query.status, "limit": query.limit,
+              "key": key_prefix + query.path if query.path is not None else None,
+              "prefix": prefix, "prefix_end": _prefix_end(prefix) if prefix else None}
+    for i, value in enumerate(query.after or ()):
+        params[f"k{i}"] = value
     return conn.execute(
-        f"SELECT {DOC_COLUMNS} FROM documents d WHERE kb_id = %(kb_id)s AND {READABLE_DOCUMENT}"
-        " AND (%(status)s::text IS NULL OR status = %(status)s) ORDER BY created_at, id",
-        scope(principal, kb_id=kb_id, status=status),
+        f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.kb_id = %(kb_id)s AND {READABLE_DOCUMENT}"
+        " AND (%(status)s::text IS NULL OR d.status = %(status)s)"
+        " AND (%(key)s::text IS NULL OR d.s3_key = %(key)s)"
+        ' AND (%(prefix)s::text IS NULL OR (d.s3_key COLLATE "C" >= %(prefix)s'
+        '      AND (%(prefix_end)s::text IS NULL OR d.s3_key COLLATE "C" < %(prefix_end)s)))'
+        + (f" AND {after}" if query.after else "")
+        + f" ORDER BY {order} LIMIT %(limit)s",
+        scope(principal, **params),
     ).fetchall()
 
 

@@ -73,9 +73,25 @@ def stranger(local_env):
     return Api(local_env["KB_API_URL"], new_key(local_env, f"e2e-other-{secrets.token_hex(4)}", "eve"))
 
 
-def find_document(api: Api, kb_id: str, filename: str) -> dict | None:
-    items = api.call("GET", f"/knowledge-bases/{kb_id}/documents").json()["data"]["items"]
-    return next((d for d in items if d["filename"] == filename), None)
+def list_documents(api: Api, kb_id: str, **params) -> list[dict]:
+    """Every document of the knowledge base (all pages)."""
+    items, token = [], None
+    while True:
+        query = {"limit": 1000, **params, **({"nextToken": token} if token else {})}
+        answer = api.call("GET", f"/knowledge-bases/{kb_id}/documents", params=query)
+        assert answer.status_code == 200, answer.text
+        items += answer.json()["data"]["items"]
+        token = answer.json()["data"]["nextToken"]
+        if not token:
+            return items
+
+
+def find_document(api: Api, kb_id: str, name: str) -> dict | None:
+    """The document at this path, else the first whose file name it is."""
+    answer = api.call("GET", f"/knowledge-bases/{kb_id}/documents", params={"path": name})
+    if answer.status_code == 200 and answer.json()["data"]["items"]:
+        return answer.json()["data"]["items"][0]
+    return next((d for d in list_documents(api, kb_id) if d["filename"] == name), None)
 
 
 def wait_for_status(api: Api, kb_id: str, filename: str, wanted=("PROCESSED", "FAILED"),

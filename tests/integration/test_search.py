@@ -5,6 +5,7 @@ import secrets
 import pytest
 
 from chalicelib.api.views import search_view
+from chalicelib.documents.listing import DocumentQuery
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import NotFound
 from chalicelib.ingestion.chunk import chunk_document
@@ -174,7 +175,7 @@ def test_replacing_chunks_swaps_versions_atomically(tenant):
     _ingest(kb["id"], "v.txt", "The new version mentions giraffes. It has two sentences.")
     with connection() as conn:
         rows = conn.execute("SELECT content FROM chunks WHERE kb_id = %s", (kb["id"],)).fetchall()
-        doc = documents.list_in(conn, principal, kb["id"], None)
+        doc = documents.list_page(conn, principal, kb["id"], DocumentQuery(limit=10))
     assert [r["content"] for r in rows] == ["The new version mentions giraffes. It has two sentences."]
     assert len(doc) == 1 and doc[0]["status"] == "PROCESSED" and doc[0]["chunk_count"] == 1
 
@@ -313,3 +314,63 @@ def test_hybrid_search_embeds_the_question_while_it_reads_the_keyword_list(tenan
     assert sorted(met) == [("embedding", True), ("keyword", True)]
     top = answer["results"][0]
     assert top["source"] == "farm.txt" and top["scores"]["vectorScore"] > 0 and top["scores"]["keywordScore"] > 0
+
+
+INSTALL_GUIDE = """# Install
+
+## Debian
+
+On Debian, add the project's package repository to the apt sources, refresh the package lists and
+install the kb-service package with apt. The package starts the service at boot through systemd and
+keeps its settings in the configuration directory under etc, which survives upgrades.
+
+## Windows
+
+On Windows, download the installer from the releases page and run it as an administrator. The wizard
+asks for the folder to install into and whether the service should start with the machine; the
+settings live in the program data folder.
+"""
+
+
+def _store(kb_id: str, path: str, data: bytes, chunk_tokens: int) -> None:
+    """A file at kb/{kbId}/{path}, extracted, chunked, embedded and stored as the pipeline does."""
+    name = path.rsplit("/", 1)[-1]
+    extracted = extract(data, name)
+    with connection() as conn:
+        kb = knowledge_bases.get_for_pipeline(conn, kb_id)
+        stored = chunk_document(extracted, chunk_tokens, 0, {})
+        vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
+            [c.content for c in stored])
+        for chunk, vector in zip(stored, vectors):
+            chunk.embedding = vector
+        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{path}", filename=name,
+                                       size_bytes=len(data))
+        chunk_rows.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=kb["embedding_dim"],
+                                           chunks=stored, page_count=extracted.page_count)
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_every_passage_names_its_path_page_and_section(tenant, shared_docs, strategy):
+    """What a model cites: the document's path (not its bare name), a PDF's page, and the
+    headings a passage is under; none of them for a text entry."""
+    from chalicelib.documents.entries import create_entry
+
+    principal, _ = tenant
+    kb = create_knowledge_base(principal, name="Citations", description="")
+    _store(kb["id"], "guides/install.md", INSTALL_GUIDE.encode(), 100)
+    _store(kb["id"], "history/vicksburg.pdf", (shared_docs / "Seige_of_Vicksburg_Sample_OCR.pdf").read_bytes(), 200)
+    create_entry(principal, kb["id"], title="Support hours", content="The support desk answers on weekdays"
+                 " from nine to five, Central European Time.", metadata={})
+
+    def top(query: str) -> dict:
+        answer = search(principal, SearchRequest((kb["id"],), query, 3, strategy=strategy))
+        return answer["results"][0]
+
+    debian = top("install the package with apt on Debian")
+    assert (debian["source"], debian["path"], debian["page"]) == ("install.md", "guides/install.md", None)
+    assert debian["section"] == "Install > Debian" and debian["headers"] == ["Install", "Debian"]
+    siege = top("siege of Vicksburg")
+    assert (siege["source"], siege["path"], siege["section"]) == ("vicksburg.pdf", "history/vicksburg.pdf", None)
+    assert siege["page"] in range(1, 7)
+    hours = top("when does the support desk answer")
+    assert (hours["source"], hours["path"], hours["page"], hours["section"]) == ("Support hours", None, None, None)
