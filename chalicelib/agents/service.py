@@ -155,7 +155,7 @@ def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quic
         taken = {t["name"] for t in tools}
         if quick_add:
             name = kbtools.quick_add_name(kb["name"], taken)
-            description = f"Search {kb['name']} knowledge base"
+            description = kbtools.quick_add_description(kb["name"], kb["description"])
         else:
             if not name:
                 raise Invalid.field("toolName", "is required (or send quickAdd: true)")

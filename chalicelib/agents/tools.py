@@ -5,6 +5,7 @@ import secrets
 from typing import Optional
 
 from chalicelib import limits
+from chalicelib.agents import output
 from chalicelib.agents.schemas import check_tool_schema
 from chalicelib.errors import Conflict, Invalid
 from chalicelib.retrieval.model import STRATEGIES
@@ -42,6 +43,27 @@ def unique_name(base: str, taken: set[str]) -> str:
 def quick_add_name(kb_name: str, taken: set[str]) -> str:
     snake = snake_case(kb_name)
     return unique_name(f"search_{snake}" if snake else "search_knowledge_base", taken)
+
+
+_KB_WORDS = re.compile(r"^\s*the\s+|\s*\b(knowledge[\s_-]*base|kb)\s*$", re.IGNORECASE)
+_ANSWERS = " Answers the passages that best match the query, each with its document's path and its page or section."
+
+
+def quick_add_description(kb_name: str, kb_description: Optional[str]) -> str:
+    """A quick-added tool's description: what the knowledge base holds, in its own words
+    (cut to fit the tool description's limit), and what the tool answers. A name that
+    says "knowledge base" already is not made to say it twice."""
+    subject = " ".join(_KB_WORDS.sub("", " ".join(kb_name.split())).split())
+    opening = f"Search the {subject} knowledge base" if subject else "Search the knowledge base"
+    about = " ".join((kb_description or "").split())
+    if not about:
+        return opening + "." + _ANSWERS
+    room = limits.TOOL_DESCRIPTION_MAX_CHARS - len(opening) - len(": ") - len(_ANSWERS)
+    if len(about) > room:
+        about = about[: room - 1].rsplit(" ", 1)[0].rstrip(" ,;:.") + "…"
+    elif about[-1] not in ".!?…":
+        about += "."
+    return f"{opening}: {about}{_ANSWERS}"
 
 
 def check_name(name: str, taken: set[str]) -> str:
@@ -87,20 +109,48 @@ def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str
         "name": name,
         "description": description,
         "type": KNOWLEDGE_BASE,
-        "schema": {
-            "type": "object",
-            "properties": {  # PARAMETERS, in this order
-                "query": {"type": "string", "description": "Search query"},
-                "topK": {"type": "number", "default": top_k, "minimum": limits.TOOL_TOP_K.low,
-                         "maximum": limits.TOOL_TOP_K.high},
-                "minScore": {"type": "number", "default": min_score, "minimum": float(limits.TOOL_MIN_SCORE.low),
-                             "maximum": float(limits.TOOL_MIN_SCORE.high)},
-            },
-            "required": ["query"],
-        },
+        "schema": knowledge_base_schema(top_k, min_score),
         "config": {"knowledgeBaseId": kb_id, "knowledgeBaseName": kb_name,
                    "defaultTopK": top_k, "defaultMinScore": min_score,
                    "strategy": strategy, "maxTokens": max_tokens, "rerank": rerank},
+    }
+
+
+def knowledge_base_schema(top_k: int, min_score: float) -> dict:
+    """What a knowledge-base tool takes (PARAMETERS, in this order), every bound said in
+    words too: a model reads the descriptions, not always the keywords."""
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to search the knowledge base for: a question or"
+                                                       f" keywords, at most {limits.QUERY_MAX_CHARS} characters."},
+            "topK": {"type": "number", "default": top_k, "minimum": limits.TOOL_TOP_K.low,
+                     "maximum": limits.TOOL_TOP_K.high,
+                     "description": f"How many passages to answer at most, a whole number"
+                                    f" {limits.TOOL_TOP_K.describe()}."},
+            "minScore": {"type": "number", "default": min_score, "minimum": float(limits.TOOL_MIN_SCORE.low),
+                         "maximum": float(limits.TOOL_MIN_SCORE.high),
+                         "description": "Leave out passages whose similarity in meaning to the query is below"
+                                        f" this, {limits.TOOL_MIN_SCORE.describe()}: higher answers fewer,"
+                                        " closer passages."},
+        },
+        "required": ["query"],
+    }
+
+
+def knowledge_search_schema(max_results: int) -> dict:
+    """What the knowledge_search tool takes (KNOWLEDGE_SEARCH_PARAMETERS, in this order)."""
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for: a question or keywords, at most"
+                                                       f" {limits.QUERY_MAX_CHARS} characters."},
+            "maxResults": {"type": "number", "default": max_results, "minimum": limits.ENTRY_SEARCH_RESULTS.low,
+                           "maximum": limits.ENTRY_SEARCH_RESULTS.high,
+                           "description": "How many entries to answer at most, a whole number"
+                                          f" {limits.ENTRY_SEARCH_RESULTS.describe()}."},
+        },
+        "required": ["query"],
     }
 
 
@@ -116,16 +166,7 @@ def knowledge_search_tool(*, name: str = KNOWLEDGE_SEARCH, description: str = KN
         "name": name,
         "description": description,
         "type": KNOWLEDGE_SEARCH,
-        "schema": {
-            "type": "object",
-            "properties": {  # KNOWLEDGE_SEARCH_PARAMETERS, in this order
-                "query": {"type": "string", "description": "What to look for"},
-                "maxResults": {"type": "number", "default": max_results,
-                               "minimum": limits.ENTRY_SEARCH_RESULTS.low,
-                               "maximum": limits.ENTRY_SEARCH_RESULTS.high},
-            },
-            "required": ["query"],
-        },
+        "schema": knowledge_search_schema(max_results),
         "config": {"defaultMaxResults": max_results, "defaultMinScore": min_score},
     }
 
@@ -207,7 +248,23 @@ def _knowledge_search_tool_from(tool: dict, where: str) -> dict:
 
 
 def _schema(tool: dict) -> dict:
+    """The tool's input schema. A tool the service runs takes what the service's schema says
+    (invocation accepts nothing else), rebuilt from its defaults: a tool stored before its
+    parameters had descriptions gets them too."""
+    config = tool.get("config") or {}
+    try:
+        if tool.get("type") == KNOWLEDGE_BASE:
+            return knowledge_base_schema(*check_defaults(config.get("defaultTopK"), config.get("defaultMinScore")))
+        if tool.get("type") == KNOWLEDGE_SEARCH:
+            return knowledge_search_schema(check_knowledge_search_defaults(config.get("defaultMaxResults"),
+                                                                           config.get("defaultMinScore"))[0])
+    except Invalid:  # defaults stored before they were checked: the schema as stored
+        pass
     return tool.get("schema") or {"type": "object", "properties": {}}
+
+
+# What the tools the service runs answer (MCP's outputSchema); other tools declare nothing.
+OUTPUT_SCHEMAS = {KNOWLEDGE_BASE: output.KNOWLEDGE_BASE_RESULT, KNOWLEDGE_SEARCH: output.KNOWLEDGE_SEARCH_RESULT}
 
 
 def as_openai(tool: dict) -> dict:
@@ -220,7 +277,10 @@ def as_anthropic(tool: dict) -> dict:
 
 
 def as_mcp(tool: dict) -> dict:
-    return {"name": tool["name"], "description": tool.get("description", ""), "inputSchema": _schema(tool)}
+    definition = {"name": tool["name"], "description": tool.get("description", ""), "inputSchema": _schema(tool)}
+    if tool.get("type") in OUTPUT_SCHEMAS:
+        definition["outputSchema"] = OUTPUT_SCHEMAS[tool["type"]]
+    return definition
 
 
 FORMATS = {"openai": as_openai, "anthropic": as_anthropic, "mcp": as_mcp}

@@ -6,6 +6,7 @@ from chalicelib.agents import FORMATS, invoke_tool, service
 from chalicelib.agents.tools import KNOWLEDGE_SEARCH
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, query_params
 from chalicelib.agents import context
+from chalicelib.api.mcp_result import call_result
 from chalicelib.api.views import agent_view, audit_view, available_kb_view, context_view, tool_result_view
 from chalicelib.errors import Invalid
 from chalicelib.validate import (bool_field, choice_field, name_and_description_changes, refuse_unknown,
@@ -160,6 +161,10 @@ def assemble_context(principal, agent_id):
 @blueprint.route("/agents/{agent_id}/tools/{tool_id}/invoke", methods=["POST"])
 @authenticated(blueprint)
 def invoke(principal, agent_id, tool_id):
-    """Answers the tool result itself (not the data envelope): it goes to the model as is."""
-    run = invoke_tool(principal, agent_id, tool_id, json_body(blueprint.current_request))
-    return Response(body=tool_result_view(run), status_code=200, headers=JSON_HEADERS)
+    """Answers the tool result itself (not the data envelope): it goes to the model as is;
+    with format=mcp, as MCP's CallToolResult (what `kb mcp` relays over stdio)."""
+    fmt = query_params(blueprint.current_request).get("format")
+    if fmt not in (None, "mcp"):
+        raise Invalid.field("format", "must be mcp (or absent: the tool result itself)")
+    view = tool_result_view(invoke_tool(principal, agent_id, tool_id, json_body(blueprint.current_request)))
+    return Response(body=call_result(view) if fmt else view, status_code=200, headers=JSON_HEADERS)

@@ -2,13 +2,13 @@
 HTTP request through the SDK's stateless streamable-HTTP handler. Imported only when an
 MCP request comes: the SDK ships in a layer of its own, on the API function alone."""
 import asyncio
-import json
 
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from chalicelib.agents import invoke_tool, service
+from chalicelib.api.mcp_result import call_result
 from chalicelib.api.views import tool_result_view
 from chalicelib.auth import Principal
 from chalicelib.errors import ServiceError
@@ -22,14 +22,13 @@ def agent_server(principal: Principal, agent_id: str) -> Server:
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
-        return [types.Tool(name=t["name"], description=t["description"], inputSchema=t["inputSchema"])
-                for t in service.tool_definitions(principal, agent_id, "mcp")["tools"]]
+        return [types.Tool(**t) for t in service.tool_definitions(principal, agent_id, "mcp")["tools"]]
 
     # No validation of the arguments against the tool's schema by the SDK: a stored schema
     # is a caller's data, and evaluating it fetched what its $ref named and ran its patterns
     # (agents/schemas.py). invoke_tool checks the arguments of the tools the service runs.
     @server.call_tool(validate_input=False)
-    async def call_tool(name: str, arguments: dict) -> types.CallToolResult:
+    async def call_tool(name: str, arguments: dict):
         tool = next((t for t in service.list_tools(principal, agent_id) if t["name"] == name), None)
         if tool is None:
             return _error_result(f"the agent has no tool named {name}")
@@ -37,16 +36,22 @@ def agent_server(principal: Principal, agent_id: str) -> Server:
             result = tool_result_view(invoke_tool(principal, agent_id, tool["id"], arguments))
         except ServiceError as err:
             return _error_result(f"{err.code}: {err.message}")
-        # A deleted knowledge base answers seed 000's soft result, for the model to read.
-        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(result))],
-                                    isError=result.get("success") is False)
+        return as_sdk_result(call_result(result))
 
     return server
 
 
+def as_sdk_result(answer: dict):
+    """mcp_result.call_result's answer as a call_tool handler returns it. A result that is
+    not an error goes as (content, structuredContent), which the SDK checks against the
+    tool's outputSchema before sending; an error result (a deleted knowledge base's soft
+    result) goes as it is."""
+    result = types.CallToolResult.model_validate(answer)
+    return result if result.isError else (result.content, result.structuredContent)
+
+
 def _error_result(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
-
 
 
 def serve(principal: Principal, agent_id: str, request) -> tuple[int, dict, str]:

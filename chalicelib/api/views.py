@@ -84,9 +84,10 @@ def entry_hit_view(passage: Passage) -> dict:
 
 def passage_view(passage: Passage, debug: bool = False) -> dict:
     view = {
-        "rank": passage.rank, "content": passage.content, "source": passage.source,
+        "rank": passage.rank, "content": passage.content, "source": passage.source, "path": passage.path,
         "documentId": passage.document_id, "knowledgeBaseId": passage.knowledge_base_id,
         "chunkIndex": passage.chunk_index, "page": passage.page, "headers": passage.headers,
+        "section": passage.section,
         "similarity": passage.similarity, "metadata": passage.metadata, "tokens": passage.tokens,
         "truncated": passage.truncated,
     }
@@ -112,8 +113,9 @@ def search_view(result: SearchResult) -> dict:
 
 
 def bare_view(result: SearchResult) -> list[dict]:
-    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}]."""
-    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page}} for p in result.passages]
+    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}], and the path."""
+    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page, "path": p.path}}
+            for p in result.passages]
 
 
 KB_MISSING = {"success": False, "error": True, "message": "Knowledge base not found. It may have been deleted."}
@@ -130,8 +132,9 @@ def tool_result_view(run: ToolRun) -> dict:
     return {
         "success": True, "query": run.query, "knowledgeBaseName": result.knowledge_base_name,
         "resultCount": len(result.passages),
-        "results": [{"rank": p.rank, "content": p.content, "source": p.source, "chunkIndex": p.chunk_index,
-                     "similarity": p.similarity, "metadata": p.metadata,
+        "results": [{"rank": p.rank, "content": p.content, "source": p.source, "path": p.path, "page": p.page,
+                     "section": p.section, "chunkIndex": p.chunk_index, "similarity": p.similarity,
+                     "metadata": p.metadata,
                      **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {})}
                     for p in result.passages],
         "summary": result.summary,

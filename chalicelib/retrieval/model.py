@@ -42,6 +42,7 @@ class Passage:
     rank: int
     content: str
     source: str  # the entry's title or the file's name
+    path: Optional[str]  # the document's path below kb/{kbId}/ ("guides/install/index.html"); None for entries
     document_id: str
     knowledge_base_id: str
     chunk_index: int
@@ -53,6 +54,11 @@ class Passage:
     truncated: bool
     scores: Scores
     rerank_score: Optional[float] = None  # the reranker's relevance, when the search reranked
+
+    @property
+    def section(self) -> Optional[str]:
+        """The heading trail the passage sits under, "Install > Debian"; None outside any heading."""
+        return " > ".join(h for h in self.headers if h) or None
 
 
 @dataclass(frozen=True)

@@ -244,7 +244,7 @@ def _prioritise(results: list[dict], prioritize_by: str) -> list[dict]:
 
 def _passage(rank: int, row: dict) -> Passage:
     return Passage(
-        rank=rank, content=row["content"], source=row["title"] or row["filename"],
+        rank=rank, content=row["content"], source=row["title"] or row["filename"], path=row["path"],
         document_id=row["document_id"], knowledge_base_id=row["kb_id"], chunk_index=row["chunk_index"],
         page=row["page"], headers=row["headers"], similarity=round(row["score"], 6),
         metadata=row["metadata"], tokens=row["tokens"], truncated=row["truncated"],

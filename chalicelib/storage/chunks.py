@@ -83,7 +83,7 @@ def vector_index_rows(conn: psycopg.Connection, dim: int, max_age: float = 300.0
 
 
 RESULT_COLUMNS = """c.id AS chunk_id, c.kb_id, c.content, c.chunk_index, c.page, c.headers,
-    c.metadata, c.document_id, c.token_count, c.title, d.filename, d.kind,
+    c.metadata, c.document_id, c.token_count, c.title, d.filename, d.path, d.kind,
     coalesce(d.processed_at, d.updated_at) AS indexed_at"""
 
 

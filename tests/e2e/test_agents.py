@@ -66,7 +66,8 @@ def test_quick_add_duplicate_link_edit_and_remove(api, agent, product_docs):
     assert linked.status_code == 201, linked.text
     tool = linked.json()["data"]
     assert tool["name"] == "search_product_documentation"
-    assert tool["description"] == "Search Product Documentation knowledge base"
+    assert tool["description"] == ("Search the Product Documentation knowledge base. Answers the passages that best"
+                                   " match the query, each with its document's path and its page or section.")
     assert tool["config"] == {"knowledgeBaseId": product_docs["id"], "knowledgeBaseName": "Product Documentation",
                               "defaultTopK": 5, "defaultMinScore": 0.3,
                               "strategy": "hybrid", "maxTokens": 4000, "rerank": False}

@@ -146,7 +146,7 @@ def test_multi_search_bare_query_and_search_validation(api, kb):
     bare = api.call("GET", f"/knowledge-bases/{kb['id']}/query?q=moon&top_k=2")
     assert bare.status_code == 200
     assert isinstance(bare.json(), list) and set(bare.json()[0]) == {"text", "metadata"}
-    assert set(bare.json()[0]["metadata"]) == {"source", "page"}
+    assert set(bare.json()[0]["metadata"]) == {"source", "page", "path"}
     assert api.call("GET", f"/knowledge-bases/{kb['id']}/query").status_code == 400
 
     for body, field in (({"query": "x", "strategy": "magic"}, "strategy"), ({"query": "x", "minScore": 2}, "minScore"),

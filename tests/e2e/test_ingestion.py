@@ -74,6 +74,10 @@ def test_every_shared_document_ingests_with_pages_and_headings(api, s3, kb, db, 
 
     top = _search(api, kb, "siege of Vicksburg", 3)[0]
     assert top["source"] == "Seige_of_Vicksburg_Sample_OCR.pdf" and top["page"] in range(1, 7)
+    assert top["path"] == "shared/Seige_of_Vicksburg_Sample_OCR.pdf"
+    guide = _search(api, kb, "extract text from a PDF with pypdf", 3)[0]
+    assert guide["path"] == "shared/pypdf-extract-text.md" and guide["page"] is None
+    assert guide["section"].startswith("Extract Text from a PDF") and guide["section"] == " > ".join(guide["headers"])
 
 
 def _zip_bomb(inflated: int) -> bytes:

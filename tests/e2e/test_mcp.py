@@ -13,17 +13,34 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 from tests.conftest import ROOT
+from tests.e2e.conftest import wait_for_status
 
 KB_GONE = "Knowledge base not found. It may have been deleted."
 KB_CLI = ROOT / ".venv" / "bin" / "kb"
+BUCKET = "kb-documents-local"
+CARE = """# Pump care
+
+## Cleaning the filter
+
+Once a month, switch the pump off, unscrew the filter housing under the inlet and rinse the mesh
+filter under warm water until no sand is left in it. Check the rubber seal for cracks, put the
+filter back with the arrow pointing towards the pump and screw the housing on by hand.
+"""
 
 
 @pytest.fixture(scope="module")
-def agent(api):
-    """An agent with two knowledge-base tools; the second one's knowledge base is deleted."""
-    kept = api.call("POST", "/knowledge-bases", {"name": "Pump manual"}).json()["data"]
+def agent(api, s3, shared_docs):
+    """An agent with two knowledge-base tools; the second one's knowledge base is deleted.
+    The first holds an entry, a Markdown guide and a PDF, in folders."""
+    kept = api.call("POST", "/knowledge-bases", {"name": "Pump manual",
+                                                 "description": "Service procedures for the garden pump"}).json()["data"]
     api.call("POST", f"/knowledge-bases/{kept['id']}/entries",
              {"title": "Resetting the pump", "content": "Hold the red button for five seconds to reset the pump."})
+    s3.put_object(Bucket=BUCKET, Key=f"kb/{kept['id']}/guides/care.md", Body=CARE.encode())
+    s3.put_object(Bucket=BUCKET, Key=f"kb/{kept['id']}/essays/crazyones.pdf",
+                  Body=(shared_docs / "crazyones.pdf").read_bytes())
+    for name in ("care.md", "crazyones.pdf"):
+        assert wait_for_status(api, kept["id"], name)[0]["status"] == "PROCESSED"
     gone = api.call("POST", "/knowledge-bases", {"name": "Old notes"}).json()["data"]
     agent = api.call("POST", "/agents", {"name": "Pump helper"}).json()["data"]
     for kb in (kept, gone):
@@ -69,14 +86,44 @@ def test_lists_and_calls_the_agents_tools(api, agent, transport):
             return listed, found, gone, unknown
 
     listed, found, gone, unknown = anyio.run(session_run)
-    assert [(t.name, t.description, t.inputSchema) for t in listed] == [
-        (t["name"], t["description"], t["inputSchema"]) for t in expected]
+    assert [(t.name, t.description, t.inputSchema, t.outputSchema) for t in listed] == [
+        (t["name"], t["description"], t["inputSchema"], t["outputSchema"]) for t in expected]
     assert [t.name for t in listed] == ["search_pump_manual", "search_old_notes"]
+    assert listed[0].description.startswith("Search the Pump manual knowledge base: Service procedures for the"
+                                            " garden pump.")
+    assert all(p["description"] for t in listed for p in t.inputSchema["properties"].values())
     assert found.isError is False
-    answer = json.loads(found.content[0].text)
+    answer = found.structuredContent  # the SDK's client checked it against the outputSchema
     assert answer["success"] is True and "red button" in answer["results"][0]["content"]
-    assert gone.isError is True and json.loads(gone.content[0].text)["message"] == KB_GONE
+    assert (answer["results"][0]["path"], answer["results"][0]["page"], answer["results"][0]["section"]) == (
+        None, None, None)  # an entry
+    assert found.content[0].text.split("\n\n", 1)[1] == f"[1] Resetting the pump\n{answer['results'][0]['content']}"
+    assert gone.isError is True and gone.content[0].text == KB_GONE
+    assert gone.structuredContent == {"success": False, "error": True, "message": KB_GONE}
     assert unknown.isError is True and "no tool named search_nothing" in unknown.content[0].text
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_result_names_each_passages_path_page_and_section(api, agent, transport):
+    """Over MCP a model reads a text block it can cite from, and gets the same as structured content."""
+    async def session_run():
+        async with TRANSPORTS[transport](api, agent["id"]) as session:
+            return [await session.call_tool("search_pump_manual", {"query": query, "topK": 1})
+                    for query in ("how do I clean the filter?", "here's to the crazy ones, the misfits, the rebels")]
+
+    guide, essay = anyio.run(session_run)
+    for result in (guide, essay):
+        assert result.isError is False and len(result.content) == 1
+    top = guide.structuredContent["results"][0]
+    assert (top["source"], top["path"], top["page"], top["section"]) == (
+        "care.md", "guides/care.md", None, "Pump care > Cleaning the filter")
+    text = guide.content[0].text
+    assert text.startswith("Pump manual: 1 passage from 1 source (care.md)")
+    assert text.split("\n\n", 1)[1] == f"[1] guides/care.md — Pump care > Cleaning the filter\n{top['content']}"
+    top = essay.structuredContent["results"][0]
+    assert (top["path"], top["page"]) == ("essays/crazyones.pdf", 1)
+    assert essay.content[0].text.split("\n\n", 1)[1].startswith("[1] essays/crazyones.pdf p. 1")
+    assert not essay.content[0].text.lstrip().startswith("{")  # prose, not an escaped JSON string
 
 
 def test_the_http_endpoint_takes_the_api_keys_and_hides_other_tenants_agents(api, agent, stranger):

@@ -40,9 +40,9 @@ def test_a_dropped_file_becomes_searchable(api, kb, s3, lambda_client):
     data = answer.json()["data"]
     top = data["results"][0]
     assert "forty euros" in top["content"]
-    assert top["source"] == "travel.md"
+    assert top["source"] == "travel.md" and top["path"] == "policies/travel.md" and top["page"] is None
     assert isinstance(top["chunkIndex"], int) and 0 < top["similarity"] <= 1
-    assert top["headers"][-1] == "Expenses"
+    assert top["headers"][-1] == "Expenses" and top["section"] == "Travel policy > Expenses"
 
     direct = invoke(lambda_client, {"knowledgeBaseId": kb["id"], "query": "How much can I spend on food per day?",
                                     "topK": 2, "apiKey": api.key})

@@ -1,10 +1,13 @@
 import pytest
 
 from chalicelib import limits
-from chalicelib.agents import tools
+from chalicelib.agents import output, tools
 from chalicelib.agents.invoke import check_arguments
 from chalicelib.api.http import status_of
 from chalicelib.errors import Conflict, Invalid
+
+
+ANSWERS = "Answers the passages that best match the query, each with its document's path and its page or section."
 
 
 def test_quick_add_names_are_snake_case_valid_and_unique():
@@ -39,9 +42,14 @@ def test_the_tool_has_exactly_the_documented_shape():
     assert set(tool) == {"id", "name", "description", "type", "schema", "config"}
     assert tool["id"].startswith("tool_kb_") and tool["type"] == "knowledge_base"
     assert tool["schema"] == {"type": "object", "properties": {
-        "query": {"type": "string", "description": "Search query"},
-        "topK": {"type": "number", "default": 5, "minimum": 1, "maximum": 20},
-        "minScore": {"type": "number", "default": 0.7, "minimum": 0.0, "maximum": 1.0}}, "required": ["query"]}
+        "query": {"type": "string", "description": "What to search the knowledge base for: a question or keywords,"
+                                                   " at most 2000 characters."},
+        "topK": {"type": "number", "default": 5, "minimum": 1, "maximum": 20,
+                 "description": "How many passages to answer at most, a whole number between 1 and 20."},
+        "minScore": {"type": "number", "default": 0.7, "minimum": 0.0, "maximum": 1.0,
+                     "description": "Leave out passages whose similarity in meaning to the query is below this,"
+                                    " between 0 and 1: higher answers fewer, closer passages."}},
+        "required": ["query"]}
     assert tool["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Product Documentation",
                               "defaultTopK": 5, "defaultMinScore": 0.7,
                               "strategy": "hybrid", "maxTokens": 4000, "rerank": False}
@@ -56,7 +64,68 @@ def test_definitions_for_each_llm_api():
     assert tools.as_openai(tool) == {"type": "function", "function": {
         "name": "search_d", "description": "Search D", "parameters": tool["schema"]}}
     assert tools.as_anthropic(tool) == {"name": "search_d", "description": "Search D", "input_schema": tool["schema"]}
-    assert tools.as_mcp(tool) == {"name": "search_d", "description": "Search D", "inputSchema": tool["schema"]}
+    assert tools.as_mcp(tool) == {"name": "search_d", "description": "Search D", "inputSchema": tool["schema"],
+                                  "outputSchema": output.KNOWLEDGE_BASE_RESULT}
+    function = {"name": "get_weather", "type": "function", "description": "Weather",
+                "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    assert tools.as_mcp(function) == {"name": "get_weather", "description": "Weather",
+                                      "inputSchema": function["schema"]}  # no outputSchema: not run here
+
+
+def _parameters(schema: dict) -> dict:
+    return schema["properties"]
+
+
+def test_every_parameter_of_the_services_tools_says_what_it_is_and_its_bounds():
+    kb_tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="d",
+                                        top_k=4, min_score=0.6)
+    search_tool = tools.knowledge_search_tool(max_results=5, min_score=0.3)
+    for tool in (kb_tool, search_tool):
+        for fmt, convert in tools.FORMATS.items():
+            definition = convert(tool)
+            schema = {"openai": lambda d: d["function"]["parameters"], "anthropic": lambda d: d["input_schema"],
+                      "mcp": lambda d: d["inputSchema"]}[fmt](definition)
+            for name, parameter in _parameters(schema).items():
+                assert parameter["description"].strip(), (fmt, name)
+                if "maximum" in parameter:  # the bounds, in words as well
+                    assert f"between {parameter['minimum']:g} and {parameter['maximum']:g}" in parameter["description"]
+    assert str(limits.QUERY_MAX_CHARS) in _parameters(kb_tool["schema"])["query"]["description"]
+    assert str(limits.QUERY_MAX_CHARS) in _parameters(search_tool["schema"])["query"]["description"]
+
+
+def test_a_tool_stored_before_its_parameters_had_descriptions_gets_them_in_its_definitions():
+    """Its schema is the service's, rebuilt from its stored defaults."""
+    tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="d",
+                                     top_k=3, min_score=0.4)
+    stored = {**tool, "schema": {"type": "object", "properties": {
+        "query": {"type": "string", "description": "Search query"},
+        "topK": {"type": "number", "default": 3, "minimum": 1, "maximum": 20},
+        "minScore": {"type": "number", "default": 0.4, "minimum": 0.0, "maximum": 1.0}}, "required": ["query"]}}
+    assert tools.as_mcp(stored)["inputSchema"] == tool["schema"]
+    assert tools.as_openai(stored)["function"]["parameters"] == tool["schema"]
+    assert tools.as_anthropic(stored)["input_schema"]["properties"]["minScore"]["default"] == 0.4
+    broken = {**stored, "config": {**stored["config"], "defaultTopK": 500}}  # never checked when stored
+    assert tools.as_mcp(broken)["inputSchema"] == stored["schema"]
+
+
+@pytest.mark.parametrize("name, description, expected", [
+    ("Demo knowledge base", None,
+     "Search the Demo knowledge base. " + ANSWERS),
+    ("Product Documentation", "",
+     "Search the Product Documentation knowledge base. " + ANSWERS),
+    ("Pump manual", "  Service procedures and\nerror codes for the X200 pump ",
+     "Search the Pump manual knowledge base: Service procedures and error codes for the X200 pump. " + ANSWERS),
+    ("The Handbook KB", "HR rules!", "Search the Handbook knowledge base: HR rules! " + ANSWERS),
+    ("Knowledge Base", None, "Search the knowledge base. " + ANSWERS),
+])
+def test_quick_add_describes_the_knowledge_base_in_its_own_words(name, description, expected):
+    assert tools.quick_add_description(name, description) == expected
+
+
+def test_a_long_knowledge_base_description_is_cut_to_fit_a_tool_description():
+    described = tools.quick_add_description("Pumps", "word " * 1000)
+    assert len(described) <= limits.TOOL_DESCRIPTION_MAX_CHARS
+    assert described.startswith("Search the Pumps knowledge base: word word") and described.endswith("word… " + ANSWERS)
 
 
 def test_arguments_are_checked_and_defaults_filled():
