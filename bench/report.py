@@ -149,7 +149,15 @@ def pgvector_builds_section(builds: dict) -> list[str]:
             "Ratios are to the portable build.", "", report(builds), ""]
 
 
-def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict) -> str:
+def documents_list_section(listing: dict) -> list[str]:
+    """Pages of a 100,000-document knowledge base (issue 27): bench/documents_list.py."""
+    from documents_list import report
+
+    return ["## Pages of documents", "", report(listing), ""]
+
+
+def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict,
+             listing: dict) -> str:
     lines = [
         "# Benchmarks", "",
         f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on {datetime.now(timezone.utc):%Y-%m-%d}; "
@@ -291,7 +299,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
     lines += ["", "Chroma and rank_bm25 run in the benchmark's own process with no network, tenancy, filters or "
                   "token budgets; our figures above include all of those.", "",
               "## Ingestion", "", "```", ingest.strip(), "```", ""]
-    return "\n".join(lines + embedding_section(emb) + pgvector_builds_section(builds))
+    return "\n".join(lines + embedding_section(emb) + pgvector_builds_section(builds) + documents_list_section(listing))
 
 
 def main() -> None:
@@ -313,15 +321,18 @@ def main() -> None:
         run_script("peers.py", *flag)
         run_script("embeddings.py", *flag)
         run_script("pgvector_builds.py", *flag)
+        run_script("documents_list.py", *flag)
     ingest = saved_ingest.read_text()
     ours, peer = load(f"retrieval{suffix}.json"), load(f"peers{suffix}.json")
     emb = load(f"embeddings{suffix}.json")
     builds = load(f"pgvector-builds{suffix}.json")
+    listing = load(f"documents-list{suffix}.json")
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
-    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds))
+    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing))
     figures = out_dir / "benchmarks.json"
-    figures.write_text(json.dumps(figures_json(ours, peer, builds), indent=1) + "\n")
+    figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing)},
+                                  indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
 
 
@@ -351,6 +362,13 @@ def figures_json(ours: dict, peer: dict, builds: dict) -> dict:
             "minScore": ours.get("minScore", []), "isolation": isolation,
             "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", []),
             "pgvectorBuilds": pgvector_builds_json(builds)}
+
+
+def documents_list_json(listing: dict) -> list[dict]:
+    return [{"documents": listing["documents"], "query": c["case"], "limit": c["limit"], "rows": c["rows"],
+             "p50Ms": c["service"]["p50"], "p95Ms": c["service"]["p95"], "pageQueryP50Ms": c["pageQuery"]["p50"],
+             "executionMs": c["plan"]["executionMs"], "scan": c["plan"]["node"].split(" (", 1)[0]}
+            for c in listing["cases"]]
 
 
 def pgvector_builds_json(builds: dict) -> list[dict]:
