@@ -1,0 +1,202 @@
+"""HTML: the main content only, through trafilatura (navigation bars, tables of contents,
+footers and cookie banners go; headings stay and become sections). A page trafilatura
+finds nothing in (a tiny one) is read by a plain parser that drops scripts, styles and
+the navigation elements."""
+import re
+from html.parser import HTMLParser
+from typing import Optional
+
+from chalicelib.ingestion.formats.base import HTML, Extracted, Section, SectionBuilder, decode_text
+
+# Heading permalinks: Node.js's "#", Sphinx's "¶", others' "§" and link symbols.
+_PERMALINK = re.compile(r"[\s#¶§🔗]+$")
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+
+
+def _inline(element) -> str:
+    """An element's text, line breaks (<lb/>) kept, runs of spaces made one."""
+    parts = [element.text or ""]
+    for child in element:
+        parts.append("\n" if child.tag == "lb" else _inline(child))
+        parts.append(child.tail or "")
+    return "\n".join(_SPACES.sub(" ", line).strip() for line in "".join(parts).split("\n")).strip()
+
+
+_BLOCKS = ("head", "p", "list", "table", "code", "quote")
+# A block most of whose text is link text is navigation: a menu, a table of contents, a
+# "Next: … Previous: … Up: …" bar (Texinfo's is 59% links), breadcrumbs.
+NAVIGATION_LINK_SHARE = 0.5
+# The navigation of the documentation generators whose pages the issue met (Texinfo's
+# Next/Previous/Up bars and menus, DocBook's and Sphinx's bars, tables of contents): cut
+# before extraction, where their links are still links. Whatever else trafilatura keeps
+# that is mostly links goes by NAVIGATION_LINK_SHARE.
+NAVIGATION_XPATH = [
+    "//nav", "//*[@role='navigation']",
+    "//div[contains(concat(' ', normalize-space(@class), ' '), ' nav-panel ')]",  # Texinfo 7
+    "//div[@class='header' and (contains(., 'Next:') or contains(., 'Previous:') or contains(., 'Up:'))]",
+    "//table[@class='menu']", "//ul[@class='mini-toc' or @class='toc-numbered-mark']",  # Texinfo menus
+    "//div[@class='navheader' or @class='navfooter']",  # DocBook
+    "//div[@class='related' or @class='sphinxsidebar']",  # Sphinx
+    "//*[@id='toc' or @class='toc' or @class='contents' or @class='shortcontents' or @id='TOC']",
+]
+
+
+def _is_navigation(element) -> bool:
+    text = "".join("".join(element.itertext()).split())
+    links = sum(len("".join("".join(ref.itertext()).split())) for ref in element.iter("ref"))
+    return bool(text) and links / len(text) >= NAVIGATION_LINK_SHARE
+
+
+def _data_block(element) -> str:
+    if element.tag == "code":
+        return "".join(element.itertext()).strip("\n")
+    if element.tag == "list":
+        return "\n".join("- " + _inline(item) for item in element if item.tag == "item" and _inline(item))
+    if element.tag == "table":
+        rows = []
+        for row in element.iter("row"):
+            cells = [_inline(cell).replace("\n", " ") for cell in row if cell.tag == "cell"]
+            if any(cells):
+                rows.append(" | ".join(cells))
+        return "\n".join(rows)
+    return _inline(element)
+
+
+def _walk(element, out: SectionBuilder) -> None:
+    """Blocks in reading order. Tables and lists that hold blocks are layout: their
+    blocks are read one by one."""
+    for child in element:
+        if child.tag == "head":
+            title = _PERMALINK.sub("", " ".join(_inline(child).split()))
+            rend = child.get("rend", "")
+            if title:
+                out.heading(int(rend[1]) if re.fullmatch(r"h[1-6]", rend) else 2, title)
+        elif child.tag in ("table", "list", "div", "row", "cell", "item") and any(
+                d.tag in _BLOCKS for d in child.iterdescendants()):
+            if child.text and child.text.strip():
+                out.lines += [_SPACES.sub(" ", child.text).strip(), ""]
+            _walk(child, out)
+        elif _is_navigation(child):
+            out.retract_heading()
+        else:
+            text = _data_block(child)
+            if text:
+                out.lines += [text, ""]
+        if child.tail and child.tail.strip() and child.getparent() is not None:
+            out.lines += [_SPACES.sub(" ", child.tail).strip(), ""]
+
+
+def _prune_navigation(tree) -> None:
+    for element in tree.xpath(" | ".join(NAVIGATION_XPATH)):
+        if element.getparent() is not None:
+            element.drop_tree()
+
+
+def _without_navigation(raw: bytes) -> str:
+    import lxml.html
+    from trafilatura.utils import load_html
+
+    tree = load_html(raw)
+    if tree is None:
+        return decode_text(raw)
+    _prune_navigation(tree)
+    return lxml.html.tostring(tree, encoding="unicode")
+
+
+def _main_content(raw: bytes) -> Optional[list[Section]]:
+    import trafilatura
+    from lxml import etree
+    from trafilatura.utils import load_html
+
+    tree = load_html(raw)
+    if tree is None:
+        return None
+    # trafilatura finds a page's content in <main>, <article> or a div of a known class;
+    # on a page with none (Texinfo, Sphinx, man2html output) it falls back to recovering
+    # paragraphs and drops the headings. The body as <main> keeps them, and the pruning
+    # (link density, navigation classes) still runs inside it.
+    for element in tree.xpath(" | ".join(NAVIGATION_XPATH)):
+        if element.getparent() is not None:
+            element.drop_tree()
+    body = tree.find("body")
+    if body is not None and not tree.xpath("//main|//article|//*[@role='main']"):
+        main = etree.SubElement(body, "main")
+        for child in list(body)[:-1]:
+            main.append(child)
+        main.text, body.text = body.text, None
+    # Only what the product needs: no metadata (its date search costs seconds on large
+    # pages), no comments or images (links only to measure link density); fast skips the comparison with the two
+    # fallback extractors, which drop headings. The tree is given, so nothing is fetched.
+    # bare_extraction: the XML output's clean-up is quadratic (28 s of 60 on Node.js's
+    # 8 MB all.html) and its tree is the one read here anyway.
+    document = trafilatura.bare_extraction(
+        tree, include_formatting=True, include_tables=True, include_comments=False, include_links=True,
+        include_images=False, with_metadata=False, fast=True, deduplicate=False)
+    main = getattr(document, "body", None)
+    if main is None:
+        return None
+    # When trafilatura cannot place the content, it recovers the paragraphs without their
+    # headings (DocBook's single-page manuals): the plain parser then keeps more.
+    headings = len(tree.xpath("//body//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"))
+    if headings >= 3 and len(main.xpath(".//head")) * 2 < headings:
+        return None
+    out = SectionBuilder()
+    _walk(main, out)
+    sections = out.finish()
+    for section in sections:
+        section.text = section.text.strip()
+    return sections if any(s.text for s in sections) else None
+
+
+class _HtmlText(HTMLParser):
+    SKIP = {"script", "style", "nav", "noscript", "template", "header", "footer", "aside"}
+    BLOCK = {"p", "div", "li", "br", "tr", "section", "article", "pre", "blockquote", "table"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out = SectionBuilder()
+        self.parts: list[str] = []
+        self.skip_depth = 0
+        self.heading_level: Optional[int] = None
+        self.heading_text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skip_depth += 1
+        elif re.fullmatch(r"h[1-6]", tag) and not self.skip_depth:
+            self.heading_level, self.heading_text = int(tag[1]), []
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP:
+            self.skip_depth = max(0, self.skip_depth - 1)
+        elif self.heading_level and tag == f"h{self.heading_level}":
+            title = _PERMALINK.sub("", " ".join("".join(self.heading_text).split()))
+            self.out.lines = ["".join(self.parts)]
+            self.out.heading(self.heading_level, title)
+            self.parts, self.heading_level = [title + "\n"], None
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self.skip_depth:
+            return
+        (self.heading_text if self.heading_level else self.parts).append(data)
+
+    def finish(self) -> list[Section]:
+        self.out.lines = ["".join(self.parts)]
+        sections = self.out.finish()
+        for s in sections:
+            s.text = re.sub(r"\n\s*\n+", "\n\n", re.sub(r"[ \t]+", " ", s.text)).strip()
+        return sections
+
+
+def read_html(data: bytes) -> Extracted:
+    sections = _main_content(data)
+    if sections is None:
+        parser = _HtmlText()
+        parser.feed(_without_navigation(data))
+        parser.close()
+        sections = parser.finish()
+    return Extracted(HTML, sections)
