@@ -31,13 +31,51 @@ def test_offsets_index_the_document_text_and_overlap_repeats_sentences():
     assert all(b.start_char < a.end_char for a, b in zip(chunks, chunks[1:]))
 
 
-def test_chunks_never_span_sections_and_carry_page_and_headers():
-    doc = _doc(Section("First page text. More words.", page=1, headers=["Intro"]),
-               Section("Second page text.", page=2, headers=["Intro", "Detail"]))
-    chunks = chunk_document(doc, 100, 0, {})
+_FIRST = " ".join(f"The first page states fact {i} plainly." for i in range(12))
+_SECOND = " ".join(f"The second page adds detail {i} here." for i in range(12))
+
+
+def test_sections_above_the_floor_are_never_spanned_and_carry_page_and_headers():
+    doc = _doc(Section(_FIRST, page=1, headers=["Intro"]), Section(_SECOND, page=2, headers=["Intro", "Detail"]))
+    chunks = chunk_document(doc, 500, 0, {})
     assert [(c.page, c.headers) for c in chunks] == [(1, ["Intro"]), (2, ["Intro", "Detail"])]
     full = SECTION_SEPARATOR.join(s.text for s in doc.sections)
-    assert full[chunks[1].start_char:chunks[1].end_char] == "Second page text."
+    assert full[chunks[1].start_char:chunks[1].end_char] == _SECOND
+
+
+def test_no_chunk_is_a_heading_alone_or_below_the_floor():
+    from chalicelib.ingestion.chunk import MIN_CHUNK_TOKENS
+
+    doc = _doc(Section("Install", headers=["Install"]),
+               Section("Linux\n" + _FIRST, headers=["Install", "Linux"]),
+               Section("Next: Thread Safety, Previous: Closures", headers=["Install", "Linux"]),
+               Section(_SECOND, page=None, headers=["Usage"]),
+               Section("See also: the FAQ.", headers=["Usage", "See also"]))
+    chunks = chunk_document(doc, 500, 0, {})
+    full = SECTION_SEPARATOR.join(s.text for s in doc.sections)
+    assert len(chunks) == 2
+    assert all(c.token_count >= MIN_CHUNK_TOKENS for c in chunks)
+    # The heading joined what follows it; the chunk is headed by the section holding most of it.
+    assert chunks[0].content.startswith("Install\n\nLinux\n") and chunks[0].headers == ["Install", "Linux"]
+    assert "Next: Thread Safety" in chunks[1].content and chunks[1].headers == ["Usage"]
+    assert chunks[1].content.endswith("See also: the FAQ.")  # the last small one joined the run before
+    for chunk in chunks:
+        assert full[chunk.start_char:chunk.end_char].strip() == chunk.content
+
+
+def test_a_last_small_piece_of_a_section_borrows_from_the_one_before():
+    from chalicelib.ingestion.chunk import MIN_CHUNK_TOKENS
+
+    text = " ".join(f"Sentence number {i} talks about topic {i % 7}." for i in range(60))
+    chunks = chunk_document(_doc(Section(text)), 200, 0, {})
+    assert len(chunks) > 1
+    assert all(MIN_CHUNK_TOKENS <= c.token_count <= 200 for c in chunks)
+    assert " ".join(c.content for c in chunks) == text
+
+
+def test_a_document_smaller_than_the_floor_is_one_chunk():
+    chunks = chunk_document(_doc(Section("Tiny."), Section("Note.")), 500, 0, {})
+    assert [c.content for c in chunks] == ["Tiny.\n\nNote."]
 
 
 def test_a_sentence_longer_than_a_chunk_is_cut_between_words():
