@@ -11,7 +11,7 @@
    migrations becomes MigrationsVersion's default, so a deploy with new migrations runs them.
 3. Layers, from the packages installed in the project's virtualenv (Linux x86_64 wheels,
    the same platform as Lambda's python3.11): `base` (what every function imports),
-   `documents` (PDF and DOCX readers, for Extract), `model` (onnxruntime and the ONNX
+   `documents` (PDF, DOCX, XLSX and HTML readers, for Extract), `model` (onnxruntime and the ONNX
    model) and `mcp` (the MCP SDK, for the API function's /agents/{agentId}/mcp). boto3/botocore come with Lambda's runtime and chalice's runtime with the code.
 4. Each function's unzipped size with its layers is printed and checked against Lambda's
    250 MB limit.
@@ -43,7 +43,7 @@ MIB = 1024 * 1024
 LAYERS = {
     "base": ["psycopg", "psycopg-binary", "pgvector", "redis", "aws-lambda-powertools",
              "openai", "tokenizers", "numpy"],
-    "documents": ["pypdf", "python-docx"],
+    "documents": ["pypdf", "python-docx", "trafilatura", "openpyxl"],
     "model": ["onnxruntime"],
     "mcp": ["mcp"],  # the MCP server's SDK: the API function only
 }
