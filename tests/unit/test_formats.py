@@ -264,13 +264,28 @@ def test_a_texinfo_page_loses_its_navigation_bars_and_keeps_its_heading_and_code
     def no_network(*args, **kwargs):
         raise AssertionError("extraction must not open a socket")
 
+    def no_dates(*args, **kwargs):
+        raise AssertionError("no date extraction: the product has no use for it")
+
+    import trafilatura.metadata
+
     monkeypatch.setattr(socket, "socket", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(trafilatura.metadata, "find_date", no_dates)
     extracted = extract(TEXINFO, "Closure-Example.html")
     text = _document_text(extracted)
     assert "Next:" not in text and "Previous:" not in text and "Up:" not in text
     assert extracted.sections[-1].headers == ["2.6 Closure Example"]
     assert "/* Acts like puts" in text and "\n\n/* Acts like puts" in text  # the code's blank line kept
+
+
+def test_a_page_of_navigation_only_has_no_text():
+    menu = TEXINFO.split(b"<hr><h3")[0] + b"""<h3 class="section">2.3 Types</h3><ul class="section-toc">
+<li><a href="Primitive-Types.html">Primitive Types</a></li><li><a href="Structures.html">Structures</a></li>
+</ul></div></body></html>"""
+    with pytest.raises(IngestionError) as err:
+        extract(menu, "Types.html")
+    assert err.value.code == "NO_TEXT"
 
 
 def test_a_tiny_page_falls_back_to_the_plain_parser():

@@ -6,6 +6,7 @@ import re
 from html.parser import HTMLParser
 from typing import Optional
 
+from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.formats.base import HTML, Extracted, Section, SectionBuilder, decode_text
 
 # Heading permalinks: Node.js's "#", Sphinx's "¶", others' "§" and link symbols.
@@ -34,7 +35,7 @@ NAVIGATION_XPATH = [
     "//nav", "//*[@role='navigation']",
     "//div[contains(concat(' ', normalize-space(@class), ' '), ' nav-panel ')]",  # Texinfo 7
     "//div[@class='header' and (contains(., 'Next:') or contains(., 'Previous:') or contains(., 'Up:'))]",
-    "//table[@class='menu']", "//ul[@class='mini-toc' or @class='toc-numbered-mark']",  # Texinfo menus
+    "//table[@class='menu']", "//ul[@class='mini-toc' or @class='section-toc' or @class='toc-numbered-mark']",
     "//div[@class='navheader' or @class='navfooter']",  # DocBook
     "//div[@class='related' or @class='sphinxsidebar']",  # Sphinx
     "//*[@id='toc' or @class='toc' or @class='contents' or @class='shortcontents' or @id='TOC']",
@@ -92,32 +93,20 @@ def _prune_navigation(tree) -> None:
             element.drop_tree()
 
 
-def _without_navigation(raw: bytes) -> str:
-    import lxml.html
-    from trafilatura.utils import load_html
-
-    tree = load_html(raw)
-    if tree is None:
-        return decode_text(raw)
-    _prune_navigation(tree)
-    return lxml.html.tostring(tree, encoding="unicode")
+_CONTENT_TEXT = ("//body//text()[not(ancestor::h1 or ancestor::h2 or ancestor::h3 or ancestor::h4 or ancestor::h5"
+                 " or ancestor::h6 or ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]")
 
 
-def _main_content(raw: bytes) -> Optional[list[Section]]:
+def _main_content(tree) -> Optional[list[Section]]:
+    """The sections of the page's main content; None when trafilatura finds none or
+    loses the headings. The tree is trafilatura's parse of the page, navigation pruned."""
     import trafilatura
     from lxml import etree
-    from trafilatura.utils import load_html
 
-    tree = load_html(raw)
-    if tree is None:
-        return None
     # trafilatura finds a page's content in <main>, <article> or a div of a known class;
     # on a page with none (Texinfo, Sphinx, man2html output) it falls back to recovering
     # paragraphs and drops the headings. The body as <main> keeps them, and the pruning
     # (link density, navigation classes) still runs inside it.
-    for element in tree.xpath(" | ".join(NAVIGATION_XPATH)):
-        if element.getparent() is not None:
-            element.drop_tree()
     body = tree.find("body")
     if body is not None and not tree.xpath("//main|//article|//*[@role='main']"):
         main = etree.SubElement(body, "main")
@@ -125,10 +114,14 @@ def _main_content(raw: bytes) -> Optional[list[Section]]:
             main.append(child)
         main.text, body.text = body.text, None
     # Only what the product needs: no metadata (its date search costs seconds on large
-    # pages), no comments or images (links only to measure link density); fast skips the comparison with the two
-    # fallback extractors, which drop headings. The tree is given, so nothing is fetched.
+    # pages), no comments or images (links only to measure link density); fast skips the
+    # comparison with the two fallback extractors, which drop headings. The tree is given,
+    # so nothing is fetched.
     # bare_extraction: the XML output's clean-up is quadratic (28 s of 60 on Node.js's
-    # 8 MB all.html) and its tree is the one read here anyway.
+    # 8 MB all.html) and its tree is the one read here anyway. Measured with
+    # bench/html_extraction.py on the 295 HTML pages of /usr/share/doc (25 MB, on 2 cores
+    # shared at a load of 10 to 46): median 35-37 ms a page, p95 410-440 ms, Node.js's
+    # fs.html (0.66 MB) 1.2-1.6 s, all.html (8.4 MB) 21-30 s.
     document = trafilatura.bare_extraction(
         tree, include_formatting=True, include_tables=True, include_comments=False, include_links=True,
         include_images=False, with_metadata=False, fast=True, deduplicate=False)
@@ -193,10 +186,23 @@ class _HtmlText(HTMLParser):
 
 
 def read_html(data: bytes) -> Extracted:
-    sections = _main_content(data)
+    import lxml.html
+    from trafilatura.utils import load_html
+
+    tree = load_html(data)
+    if tree is None:  # not parseable as HTML at all
+        sections = None
+        markup = decode_text(data)
+    else:
+        _prune_navigation(tree)
+        if tree.find("body") is not None and not "".join(tree.xpath(_CONTENT_TEXT)).strip():
+            # A chapter page of Texinfo output is its title and a menu: nothing to search.
+            raise IngestionError("NO_TEXT", "the page holds only navigation and headings")
+        markup = lxml.html.tostring(tree, encoding="unicode")
+        sections = _main_content(tree)
     if sections is None:
         parser = _HtmlText()
-        parser.feed(_without_navigation(data))
+        parser.feed(markup)
         parser.close()
         sections = parser.finish()
     return Extracted(HTML, sections)
