@@ -9,6 +9,11 @@ from chalicelib.ingestion.formats.base import (ASCIIDOC, CODE_TYPES, CONFIG, CSV
 from chalicelib.ingestion.formats.sniff import (HEAD_BYTES, refused_by_content, refused_by_name,  # noqa: F401
                                                 sniff_type)
 
+# What the pipeline, the chunker and the upload API read from here.
+__all__ = ["extract", "sniff_type", "refused_by_name", "refused_by_content", "HEAD_BYTES", "decode_text",
+           "Extracted", "Section", "Limits", "LINE_STRUCTURED", "TABLES", "CODE_TYPES", "PDF", "DOCX", "XLSX",
+           "HTML", "TEXT", "MARKDOWN", "RST", "ASCIIDOC", "CSV", "TSV", "JSON", "YAML", "TOML", "XML", "CONFIG"]
+
 
 def extract(data: bytes, filename: str, limits: Limits = Limits()) -> Extracted:
     content_type = sniff_type(data, filename)
