@@ -72,8 +72,14 @@ class BadUpstream(ServiceError):
 
 
 class Unavailable(ServiceError):
-    """A dependency does not answer (the health check's verdict, among others)."""
+    """A dependency does not answer (the health check's verdict, among others); with
+    retry_after (seconds), the Retry-After header of the 503."""
     code = "UNAVAILABLE"
+
+    def __init__(self, message: str, *, code: Optional[str] = None, details: Any = None,
+                 retry_after: Optional[int] = None):
+        super().__init__(message, code=code, details=details)
+        self.retry_after = retry_after
 
 
 class Transient(Unavailable):

@@ -97,6 +97,37 @@ CONTEXT_KNOWLEDGE_RESULTS = 10  # knowledge entries considered
 CHUNK_TOKENS = Range(50, 8000, 500)
 HNSW_MAX_DIMENSION = 2000  # pgvector's HNSW limit for the vector type
 
+# Work per document (issue 33): a file beyond these ends FAILED (TOO_MANY_SECTIONS,
+# TOO_MANY_CHUNKS) in the Chunk step, before any embedding. Measured (extract + chunk, the
+# default 500 tokens / 200 tokens): the Rust Book on one page (1.9 MB HTML, ~550 printed
+# pages) 625 sections, 901 / 1,885 chunks; the Cargo book 1,751 sections, 1,828 / 2,510;
+# an 8 MB generated source file 3,618 / 8,231 chunks; a 5,000-page PDF (MAX_PAGES) at the
+# Rust Book's 480 tokens a page, ~5,000 / ~12,000. The issue's 689 KB Markdown with 50,000
+# headings: 50,000 sections and 50,000 chunks.
+MAX_SECTIONS_PER_FILE = 20_000
+MAX_CHUNKS_PER_DOCUMENT = 20_000
+# The Store step writes a document's chunks in transactions of this many, and deletes an
+# old version's in transactions of DELETE_BATCH_CHUNKS (storage/chunk_versions.py): each
+# commits in a few seconds, far inside the step's 300 s and the pipeline's statement timeout,
+# and holds the knowledge base's BM25 statistics rows (which a writer of the same knowledge
+# base waits for) no longer than that.
+STORE_BATCH_CHUNKS = 500
+DELETE_BATCH_CHUNKS = 2000
+
+# Statement and lock timeouts of the database sessions (storage/db.py), by the path a
+# function serves (DATABASE_TIMEOUTS in infra/template.yaml): (statement_timeout,
+# lock_timeout, idle_in_transaction_session_timeout), in milliseconds. The API answers
+# inside API Gateway's 29 s or not at all, so a statement gets 10 s and a lock 3 s (a 503
+# with Retry-After beyond them); the pipeline's steps run up to 300 s and retry.
+DATABASE_TIMEOUTS_MS = {
+    "api": (10_000, 3_000, 15_000),
+    "pipeline": (120_000, 30_000, 60_000),
+}
+# A session whose client went away (a Lambda killed mid-statement) is noticed by the server
+# within this (client_connection_check_interval, PostgreSQL 14+) and by TCP keepalives.
+DATABASE_CLIENT_CHECK_MS = 10_000
+DATABASE_RETRY_AFTER_SECONDS = 2
+
 # API keys and their use
 KEY_NAME_MAX_CHARS = 100
 KEY_EXPIRY_DAYS = Range(1, 3650, 365)  # expiresInDays; a key made without it does not expire

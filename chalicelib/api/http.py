@@ -50,7 +50,7 @@ def ok(data: Any, status: int = 200) -> Response:
 
 def error_response(err: errors.ServiceError) -> Response:
     headers = dict(JSON_HEADERS)
-    if isinstance(err, errors.Throttled):
+    if getattr(err, "retry_after", None) is not None:  # 429, and a 503 that knows when
         headers["Retry-After"] = str(err.retry_after)
     return Response(body=json.dumps({"success": False, "error": error_body(err)}),
                     status_code=status_of(err), headers=headers)

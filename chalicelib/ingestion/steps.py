@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from chalicelib import limits
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
@@ -25,6 +26,7 @@ from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
                                         Chunk, Failure, RunState)
+from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, documents, knowledge_bases
 
@@ -151,9 +153,17 @@ def chunk_step(event: dict) -> dict:
         extracted = Extracted.from_dict(state.extracted if state.extracted is not None
                                         else objects.read_json(state.bucket, state.extracted_key))
         state = replace(state, extracted=None)
+        if len(extracted.sections) > limits.MAX_SECTIONS_PER_FILE:
+            return _failed(state, IngestionError(
+                "TOO_MANY_SECTIONS", f"the file has {len(extracted.sections):,} sections (pages, headings);"
+                                     f" the limit is {limits.MAX_SECTIONS_PER_FILE:,}"))
         chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], doc["metadata"])
         if not chunks:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
+        if len(chunks) > limits.MAX_CHUNKS_PER_DOCUMENT:  # before any embedding work
+            return _failed(state, IngestionError(
+                "TOO_MANY_CHUNKS", f"the document makes {len(chunks):,} chunks of up to {kb['chunk_tokens']}"
+                                   f" tokens; the limit is {limits.MAX_CHUNKS_PER_DOCUMENT:,} a document"))
         if len(chunks) > EMBED_BATCH:
             batches = [
                 objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
@@ -193,13 +203,43 @@ def embed_step(event: dict) -> str:
 
 
 def store_step(event: dict) -> dict:
+    """Writes the run's chunks in committed batches, then switches the document to them
+    (storage/chunk_versions.py). A retry (the step timed out, the database went away)
+    resumes after the last committed batch and reads only the files it still needs."""
     state = RunState.from_json(event)
     with _step(state, "store"):
         with connection() as conn:
             kb = _knowledge_base(conn, state.kb_id)
-        chunks = [Chunk.from_json(c) for key in state.embedded for c in objects.read_json(state.bucket, key)]
-        stored = _store(state, kb, chunks)
+            stored = _store_in_batches(conn, state, kb)
+    if not stored:
+        logger.info("a newer run owns the document; its chunks were left alone")
     return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
+
+
+def _store_in_batches(conn, state: RunState, kb: dict) -> bool:
+    where = dict(doc_id=state.document_id, kb_id=state.kb_id, run_id=state.run_id, version=state.run_id)
+    start = chunk_versions.begin(conn, **where)
+    if start is None:
+        return False
+    if start != chunk_versions.ALREADY_CURRENT:
+        if start:
+            logger.info("resuming after %d chunks written by an earlier attempt", start)
+        pending: list[Chunk] = []
+        for i, key in enumerate(state.embedded):
+            if (i + 1) * EMBED_BATCH <= start:  # each file holds EMBED_BATCH chunks, in order
+                continue
+            pending += [c for c in map(Chunk.from_json, objects.read_json(state.bucket, key)) if c.chunk_index >= start]
+            while len(pending) >= limits.STORE_BATCH_CHUNKS or (pending and i == len(state.embedded) - 1):
+                batch, pending = pending[:limits.STORE_BATCH_CHUNKS], pending[limits.STORE_BATCH_CHUNKS:]
+                if not chunk_versions.stage(conn, dim=kb["embedding_dim"], chunks=batch, **where):
+                    chunk_versions.discard(conn, state.document_id, state.run_id)
+                    return False
+        if not chunk_versions.switch(conn, expected=state.chunk_count, page_count=state.page_count,
+                                     content_hash=state.content_hash, **where):
+            chunk_versions.discard(conn, state.document_id, state.run_id)
+            return False
+    chunk_versions.delete_hidden(conn, state.document_id)
+    return True
 
 
 def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
@@ -231,6 +271,7 @@ def mark_failed_step(event: dict) -> dict:
         logger.warning("document failed: %s %s", code, message)
         with connection() as conn:
             documents.mark_failed(conn, state.document_id, state.run_id, code, message)
+        _discard_staged(state)
         _clean_work(state)
     return {"documentId": state.document_id, "status": FAILED, "errorCode": code}
 
@@ -256,6 +297,16 @@ def failure_from_error(error: dict) -> tuple[str, str]:
     if name == "States.Timeout" or name == "Sandbox.Timedout":
         return "TIMEOUT", "a pipeline step ran out of time"
     return "INTERNAL_ERROR", f"{name}: {message}"[:2000]
+
+
+def _discard_staged(state: RunState) -> None:
+    """The chunks this run wrote before it failed (hidden from search): best effort, the
+    next run of the document deletes what is left."""
+    try:
+        with connection() as conn:
+            chunk_versions.discard(conn, state.document_id, state.run_id)
+    except Exception as exc:
+        logger.warning("could not delete the failed run's chunks: %s", exc)
 
 
 def _clean_work(state: RunState) -> None:

@@ -11,6 +11,8 @@ import numpy as np
 import psycopg
 
 from chalicelib.ingestion.model import Chunk
+from chalicelib.storage import chunk_versions
+from chalicelib.storage.chunk_versions import CURRENT_CHUNK
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
 from chalicelib.storage.terms import Bm25Query
@@ -39,32 +41,12 @@ def set_metadata(conn: psycopg.Connection, doc_id: str, metadata: dict) -> None:
 def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int,
                             chunks: list[Chunk], page_count: Optional[int],
                             run_id: Optional[str] = None, content_hash: Optional[str] = None) -> bool:
-    """Swap a document's chunks and mark it PROCESSED in one transaction, so a
-    search sees the old version or the new one, never a mix or a gap. Returns
-    False (and changes nothing) when a newer run owns the document."""
-    with conn.transaction():
-        conn.execute("SET LOCAL lock_timeout = '5s'")
-        owner = conn.execute("SELECT current_run_id, audience FROM documents WHERE id = %s FOR UPDATE",
-                             (doc_id,)).fetchone()
-        if owner is None or (run_id is not None and owner["current_run_id"] != run_id):
-            return False
-        conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO chunks (document_id, kb_id, chunk_index, content, page, headers,"
-                " start_char, end_char, token_count, metadata, embedding_dim, embedding, title, audience)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, %s, %s)",
-                [(doc_id, kb_id, c.chunk_index, c.content, c.page, json.dumps(c.headers),
-                  c.start_char, c.end_char, c.token_count, json.dumps(c.metadata), dim,
-                  as_vector(c.embedding), c.title, owner["audience"]) for c in chunks],
-            )
-        conn.execute(
-            "UPDATE documents SET status = 'PROCESSED', chunk_count = %s, token_count = %s,"
-            " page_count = %s, indexed_hash = coalesce(%s, content_hash), error_code = NULL,"
-            " error_message = NULL, processed_at = now(), updated_at = now() WHERE id = %s",
-            (len(chunks), sum(c.token_count for c in chunks), page_count, content_hash, doc_id),
-        )
-    return True
+    """Swap a document's chunks and mark it PROCESSED, so a search sees the old version
+    or the new one, never a mix or a gap (in committed batches and one short switch:
+    chunk_versions.py). Returns False (and changes nothing) when a newer run owns the
+    document."""
+    return chunk_versions.replace(conn, doc_id=doc_id, kb_id=kb_id, dim=dim, chunks=chunks,
+                                  page_count=page_count, run_id=run_id, content_hash=content_hash)
 
 
 _INDEX_ROWS: dict[int, tuple[float, float]] = {}  # dim -> (rows, when read)
@@ -106,7 +88,8 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
         SELECT {RESULT_COLUMNS}, 1 - c.distance AS score
           FROM (SELECT c.*, {distance} AS distance
                   FROM chunks c
-                 WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s AND {READABLE_CHUNK}{where}
+                 WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s AND {READABLE_CHUNK}
+                   AND {CURRENT_CHUNK}{where}
                  ORDER BY {{order}}
                  LIMIT %(k)s) c
           JOIN documents d ON d.id = c.document_id
@@ -177,7 +160,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
               FROM scored c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id
-             WHERE {VISIBLE_KB} AND {READABLE_CHUNK}{where}
+             WHERE {VISIBLE_KB} AND {READABLE_CHUNK} AND {CURRENT_CHUNK}{where}
              ORDER BY c.score DESC, c.id
              LIMIT %(k)s""", params).fetchall()
         if len(rows) >= top_k or not where:
@@ -199,7 +182,8 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
                            LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
                            LATERAL (SELECT coalesce(sum(q.idf * {_SATURATION.format(tf="t.tf", dl="l.dl")}), 0) AS score
                                       FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s
-                     WHERE c.kb_id = ANY(%(kb_ids)s) AND {READABLE_CHUNK} AND c.tsv @@ m.tq{where}
+                     WHERE c.kb_id = ANY(%(kb_ids)s) AND {READABLE_CHUNK} AND {CURRENT_CHUNK}
+                       AND c.tsv @@ m.tq{where}
                      ORDER BY s.score DESC, c.id
                      LIMIT %(k)s) c
               JOIN documents d ON d.id = c.document_id

@@ -3,6 +3,7 @@ organisation its statements act for (row-level security, migration 0008)."""
 import functools
 import json
 import logging
+import os
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -15,6 +16,7 @@ from pgvector.psycopg.vector import register_vector_info
 from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
 
+from chalicelib import limits
 from chalicelib.config import load_settings
 from chalicelib.errors import Transient
 
@@ -80,8 +82,38 @@ def _secret(arn: str) -> dict:
     return json.loads(client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"])
 
 
-def open_connection(url: str) -> psycopg.Connection:
-    conn = psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=10)
+def timeouts_profile() -> str:
+    """The path this function serves, for its sessions' timeouts (limits.DATABASE_TIMEOUTS_MS):
+    DATABASE_TIMEOUTS, set for every function in infra/template.yaml. Unset (the suite's
+    fixtures, the benchmarks' bulk loads, scripts), the pipeline's longer ones."""
+    profile = os.environ.get("DATABASE_TIMEOUTS", "pipeline")
+    if profile not in limits.DATABASE_TIMEOUTS_MS:
+        raise RuntimeError(f"DATABASE_TIMEOUTS={profile!r}: expected one of {', '.join(limits.DATABASE_TIMEOUTS_MS)}")
+    return profile
+
+
+def session_settings(profile: str) -> dict[str, str]:
+    """What each session of the profile sets: its statement, lock and idle-in-transaction
+    timeouts, and how soon the server notices a client gone (a Lambda killed while its
+    statement waited: the issue saw such a session queued for a lock 189 s later)."""
+    statement, lock, idle = limits.DATABASE_TIMEOUTS_MS[profile]
+    return {"statement_timeout": str(statement), "lock_timeout": str(lock),
+            "idle_in_transaction_session_timeout": str(idle),
+            "client_connection_check_interval": str(limits.DATABASE_CLIENT_CHECK_MS),
+            "tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
+
+
+def open_connection(url: str, profile: Optional[str] = None) -> psycopg.Connection:
+    # Keepalives: this side notices a server gone within ~1 minute instead of hanging.
+    conn = psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=10,
+                           keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+    # Set with set_config, not the startup packet's options (RDS Proxy pins the session
+    # either way: _act_for's kb.org_id already does), in one round trip.
+    settings = session_settings(profile or timeouts_profile())
+    if conn.info.server_version < 140000:  # client_connection_check_interval came in 14
+        settings.pop("client_connection_check_interval")
+    conn.execute("SELECT " + ", ".join(["set_config(%s, %s, false)"] * len(settings)),
+                 [value for pair in settings.items() for value in pair])
     # pgvector-python's binary vector format; only the vector type (register_vector
     # looks up four types, one round trip each). A database without the extension
     # yet (before its first migration) gets none.
@@ -141,7 +173,8 @@ def connection() -> Iterator[psycopg.Connection]:
         _act_for(conn, _acting_for.get())
     except psycopg.OperationalError as exc:
         logger.warning("could not connect to the database: %s", exc)
-        raise Transient("the database is unavailable; retry shortly") from exc
+        raise Transient("the database is unavailable; retry shortly",
+                        retry_after=limits.DATABASE_RETRY_AFTER_SECONDS) from exc
     with _reopened_after_fault("database connection"):
         yield conn
 
@@ -152,10 +185,16 @@ def _reopened_after_fault(what: str, slot: Optional[str] = None) -> Iterator[Non
     so the next call opens a new one, and becomes a Transient error."""
     try:
         yield
+    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+        # The session's statement or lock timeout: the connection is sound, the database busy.
+        logger.warning("%s: %s", what, exc)
+        raise Transient("the database is busy; retry shortly",
+                        retry_after=limits.DATABASE_RETRY_AFTER_SECONDS) from exc
     except psycopg.OperationalError as exc:
         logger.warning("%s failed; it will be re-opened", what, exc_info=True)
         reset(slot)
-        raise Transient("the database is unavailable; retry shortly") from exc
+        raise Transient("the database is unavailable; retry shortly",
+                        retry_after=limits.DATABASE_RETRY_AFTER_SECONDS) from exc
 
 
 def _act_for(conn: psycopg.Connection, caller: tuple[str, str]) -> None:
