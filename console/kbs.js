@@ -133,94 +133,227 @@ export async function renderKnowledgeBase(ctx, id) {
   documents.refresh();
 }
 
+// Pages of documents: 50 rows (the API's default of 100 drew a page taller than three
+// screens), in a box of their own so the search below stays near.
+const PAGE_SIZE = 50;
+const SORTS = [['path', 'Path'], ['updatedAt', 'Last updated'], ['status', 'Status']];
+const STATUSES = ['PENDING', 'PROCESSING', 'PROCESSED', 'FAILED'];
+const TYPING_MS = 300; // the prefix box asks once typing pauses
+
+function pathCell(doc) {
+  const path = doc.path || doc.filename; // an entry has no path
+  const cut = path.lastIndexOf('/') + 1;
+  return h('span', { class: 'doc-path', title: path },
+    cut ? h('span', { class: 'doc-dir', text: path.slice(0, cut) }) : null, path.slice(cut));
+}
+
 function documentsSection(ctx, kb, showStats) {
   const failure = errorBox();
-  const listHolder = h('div', {}, h('p', { class: 'muted', text: 'Loading documents…' }));
+  const notice = h('p', { class: 'notice small', role: 'status', hidden: true });
+  const listHolder = h('div', { class: 'doc-list' }, h('p', { class: 'muted', text: 'Loading documents…' }));
   const uploads = h('ul', { class: 'uploads', 'aria-label': 'Uploads' });
   const active = new Map(); // document id -> upload row, until its document is processed or failed
   let timer = null;
+  let loads = 0; // the latest load wins: a poll that started before a page turn is dropped
   let latest = [];
+  let stats = kb.stats;
+  // What the table shows: the filters, and the nextToken of each page up to this one
+  // (null: the first), so Previous goes back without the API knowing pages.
+  const view = { status: '', prefix: '', sort: 'path', tokens: [null], nextToken: null };
+
+  const listPath = (token, { sort = view.sort, limit = PAGE_SIZE, filtered = true } = {}) => {
+    const query = new URLSearchParams({ limit: String(limit), sort });
+    if (filtered && view.status) query.set('status', view.status);
+    if (filtered && view.prefix) query.set('prefix', view.prefix);
+    if (token) query.set('nextToken', token);
+    return `${kbPath(kb.id)}/documents?${query}`;
+  };
+
+  const loadPage = async () => {
+    const token = view.tokens[view.tokens.length - 1];
+    try {
+      return await api('GET', listPath(token));
+    } catch (err) {
+      if (!token || err.status !== 400) throw err;
+      // A token the API no longer takes (issued before a redeploy, say): start again.
+      view.tokens = [null];
+      notice.textContent = `That page could not be shown (${err.message}); here is the first page.`;
+      notice.hidden = false;
+      return api('GET', listPath(null));
+    }
+  };
+
+  // The uploads' documents: the most recently updated ones hold them (the pipeline
+  // touches each), whatever page the table shows; one by one only those not among them.
+  const trackUploads = async () => {
+    const waiting = [...active].filter(([, row]) => !row.done);
+    if (!waiting.length) return;
+    const recent = await api('GET', listPath(null, { sort: 'updatedAt', limit: Math.min(1000, waiting.length + 100), filtered: false }));
+    const found = new Map(recent.items.map((doc) => [doc.id, doc]));
+    await Promise.all(waiting.filter(([id]) => !found.has(id)).slice(0, 10).map(async ([id, row]) => {
+      try {
+        found.set(id, await api('GET', `${kbPath(kb.id)}/documents/${encodeURIComponent(id)}`));
+      } catch (err) {
+        if (err.status === 404) row.gone();
+      }
+    }));
+    for (const [id, row] of waiting) if (found.has(id)) row.setStatus(found.get(id));
+  };
 
   const refresh = async () => {
     clearTimeout(timer);
     if (!ctx.live()) return;
+    const mine = ++loads;
     try {
-      const [docs, fresh] = await Promise.all([
-        api('GET', `${kbPath(kb.id)}/documents`), api('GET', kbPath(kb.id))]);
-      if (!ctx.live()) return;
-      latest = docs.items;
-      showStats(fresh);
-      put(listHolder, documentTable(latest));
-      for (const doc of latest) {
-        const row = active.get(doc.id);
-        if (row) row.setStatus(doc);
+      const [page, fresh] = await Promise.all([loadPage(), api('GET', kbPath(kb.id)), trackUploads()]);
+      if (!ctx.live() || mine !== loads) return;
+      if (!page.items.length && view.tokens.length > 1) { // its last rows were deleted: the page before
+        view.tokens.pop();
+        refresh();
+        return;
       }
+      latest = page.items;
+      view.nextToken = page.nextToken;
+      stats = fresh.stats;
+      showStats(fresh);
+      // a poll redraws the page shown: where its box was scrolled to stays
+      const shown = JSON.stringify([view.status, view.prefix, view.sort, view.tokens]);
+      const scrolled = shown === listHolder.dataset.shown ? listHolder.querySelector('.doc-scroll')?.scrollTop : 0;
+      put(listHolder, documentTable(latest));
+      listHolder.dataset.shown = shown;
+      const box = listHolder.querySelector('.doc-scroll');
+      if (box && scrolled) box.scrollTop = scrolled;
+      showPager();
       failure.clear();
     } catch (err) {
+      if (mine !== loads) return;
       failure.show(err);
     }
     const waiting = latest.some((d) => IN_FLIGHT.has(d.status)) || [...active.values()].some((r) => !r.done);
     if (waiting && ctx.live()) timer = setTimeout(refresh, POLL_MS);
   };
 
+  const filtered = () => Boolean(view.status || view.prefix);
   const documentTable = (docs) => {
-    if (!docs.length) return h('p', { class: 'muted', text: 'No documents yet: drop files above.' });
-    return table(`Documents of ${kb.name}`,
-      ['File', 'Status', 'Error', 'Chunks', 'Tokens', 'Size', 'Updated', 'Actions'],
-      docs.map((doc) => [
-        doc.filename, statusBadge(doc.status),
-        doc.error ? h('span', { class: 'error-text', text: `${doc.error.code}: ${doc.error.message}` }) : '–',
-        fmtNumber(doc.chunks), fmtNumber(doc.tokens), fmtBytes(doc.size), fmtDate(doc.updatedAt),
-        h('span', { class: 'row-actions' },
-          h('button', { type: 'button', class: 'small', text: 'Reindex', 'aria-label': `Reindex ${doc.filename}`,
-            onclick: (e) => reindex(doc, e.currentTarget) }),
-          h('button', { type: 'button', class: 'small danger', text: 'Delete', 'aria-label': `Delete ${doc.filename}`,
-            onclick: (e) => removeDocument(doc, e.currentTarget) })),
-      ]));
+    if (!docs.length) {
+      return h('p', { class: 'muted', text: filtered() ? 'No documents match these filters.' : 'No documents yet: drop files above.' });
+    }
+    return h('div', { class: 'doc-scroll', role: 'region', tabindex: '0', 'aria-label': `Documents of ${kb.name}` },
+      table(`Documents of ${kb.name}`,
+        ['Path', 'Status', 'Chunks', 'Tokens', 'Size', 'Updated', 'Actions'],
+        docs.map((doc) => {
+          const name = doc.path || doc.filename;
+          return [
+            pathCell(doc),
+            h('span', { class: 'doc-status' }, statusBadge(doc.status),
+              doc.error ? h('span', { class: 'error-text', text: ` ${doc.error.code}: ${doc.error.message}` }) : null),
+            fmtNumber(doc.chunks), fmtNumber(doc.tokens), fmtBytes(doc.size), fmtDate(doc.updatedAt),
+            h('span', { class: 'row-actions' },
+              h('button', { type: 'button', class: 'small', text: 'Reindex', 'aria-label': `Reindex ${name}`,
+                onclick: (e) => reindex(doc, e.currentTarget) }),
+              h('button', { type: 'button', class: 'small danger', text: 'Delete', 'aria-label': `Delete ${name}`,
+                onclick: (e) => removeDocument(doc, e.currentTarget) })),
+          ];
+        })));
   };
 
+  // Previous / "51–100 of 1,234" / Next; the count when the stats know it (no prefix).
+  const previous = h('button', { type: 'button', class: 'small', text: 'Previous' });
+  const next = h('button', { type: 'button', class: 'small', text: 'Next' });
+  const range = h('span', { class: 'pager-range', 'aria-live': 'polite' });
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of documents', hidden: true }, previous, range, next);
+  const showPager = () => {
+    const first = (view.tokens.length - 1) * PAGE_SIZE + 1;
+    const total = view.prefix ? null : view.status ? (stats.documentsByStatus || {})[view.status] : stats.documentCount;
+    range.textContent = latest.length
+      ? `${fmtNumber(first)}–${fmtNumber(first + latest.length - 1)}${total == null ? '' : ` of ${fmtNumber(total)}`}`
+      : '';
+    previous.disabled = view.tokens.length === 1;
+    next.disabled = !view.nextToken;
+    pager.hidden = view.tokens.length === 1 && !view.nextToken;
+  };
+  const turn = async (button, other, move) => {
+    move();
+    notice.hidden = true;
+    await refresh();
+    if (button.disabled && !other.disabled) other.focus(); // the first or the last page: focus stays in the pager
+  };
+  previous.addEventListener('click', () => turn(previous, next, () => view.tokens.pop()));
+  next.addEventListener('click', () => turn(next, previous, () => view.tokens.push(view.nextToken)));
+
+  const statusSelect = h('select', { name: 'status' }, h('option', { value: '', text: 'Any' }),
+    STATUSES.map((status) => h('option', { value: status, text: status })));
+  const prefixInput = h('input', { name: 'prefix', type: 'search', placeholder: 'guides/', autocomplete: 'off',
+    spellcheck: 'false', maxlength: 1000 });
+  const sortSelect = h('select', { name: 'sort' }, SORTS.map(([value, text]) => h('option', { value, text })));
+  let typing = null;
+  const apply = () => {
+    clearTimeout(typing);
+    const wanted = { status: statusSelect.value, prefix: prefixInput.value.trim(), sort: sortSelect.value };
+    if (wanted.status === view.status && wanted.prefix === view.prefix && wanted.sort === view.sort) return;
+    Object.assign(view, wanted, { tokens: [null], nextToken: null });
+    notice.hidden = true;
+    refresh();
+  };
+  statusSelect.addEventListener('change', apply);
+  sortSelect.addEventListener('change', apply);
+  prefixInput.addEventListener('input', () => { clearTimeout(typing); typing = setTimeout(apply, TYPING_MS); });
+  const filters = h('form', { class: 'doc-filters', role: 'search', 'aria-label': 'Filter documents', novalidate: true,
+    onsubmit: (e) => { e.preventDefault(); apply(); } },
+  field('Status', statusSelect), field('Path starts with', prefixInput), field('Sort by', sortSelect));
+
   const reindex = async (doc, button) => {
-    if (!await confirmDialog(`Extract, chunk and embed "${doc.filename}" again? It stays searchable meanwhile.`,
+    const name = doc.path || doc.filename;
+    if (!await confirmDialog(`Extract, chunk and embed "${name}" again? It stays searchable meanwhile.`,
       { confirmLabel: 'Reindex', title: 'Reindex document' })) return;
     try {
       await busy(button, api('POST', `${kbPath(kb.id)}/documents/${encodeURIComponent(doc.id)}/reindex`));
-      announce(`${doc.filename} is being indexed again`);
+      announce(`${name} is being indexed again`);
     } catch (err) { failure.show(err); }
     refresh();
   };
 
   const removeDocument = async (doc, button) => {
-    if (!await confirmDialog(`Delete "${doc.filename}" and its ${doc.chunks} chunks from ${kb.name}?`,
+    const name = doc.path || doc.filename;
+    if (!await confirmDialog(`Delete "${name}" and its ${doc.chunks} chunks from ${kb.name}?`,
       { confirmLabel: 'Delete document', title: 'Delete document' })) return;
     try {
       await busy(button, api('DELETE', `${kbPath(kb.id)}/documents/${encodeURIComponent(doc.id)}`));
-      announce(`${doc.filename} deleted`);
+      announce(`${name} deleted`);
     } catch (err) { failure.show(err); }
     refresh();
   };
 
   const uploadOne = async (file) => {
+    const path = file.webkitRelativePath || file.name; // a folder picked keeps its paths
     const progress = h('progress', { max: 1, value: 0 });
     const state = h('span', { class: 'upload-state', text: 'registering…' });
-    const label = h('span', { class: 'upload-name', text: file.name });
+    const label = h('span', { class: 'upload-name', text: path, title: path });
     const item = h('li', { class: 'upload' }, label, progress, state);
-    progress.setAttribute('aria-label', `Upload of ${file.name}`);
+    progress.setAttribute('aria-label', `Upload of ${path}`);
     uploads.append(item);
     const row = {
       done: false,
       setStatus(doc) {
         put(state, statusBadge(doc.status),
           ...(doc.error ? [h('span', { class: 'error-text', text: ` ${doc.error.code}: ${doc.error.message}` })] : []));
-        if (!IN_FLIGHT.has(doc.status)) { row.done = true; announce(`${file.name}: ${doc.status}`); }
+        if (!IN_FLIGHT.has(doc.status)) { row.done = true; announce(`${path}: ${doc.status}`); }
       },
+      gone() { row.done = true; state.textContent = 'deleted'; },
     };
     try {
-      const body = { filename: file.name, size: file.size };
+      const body = { path, size: file.size };
       if (file.type) body.contentType = file.type;
       const answer = await api('POST', `${kbPath(kb.id)}/documents`, body);
-      active.set(answer.document.id, row);
       item.dataset.documentId = answer.document.id;
-      state.textContent = 'uploading…';
+      if (!answer.upload) { // the same bytes are indexed already: nothing to send
+        progress.value = 1;
+        row.done = true;
+        put(state, statusBadge(answer.document.status), ' unchanged');
+        return;
+      }
+      active.set(answer.document.id, row);
+      state.textContent = answer.result === 'updated' ? 'uploading a new version…' : 'uploading…';
       await putFile(answer.upload, file, (share) => { progress.value = share; });
       state.textContent = 'uploaded, waiting for the pipeline…';
     } catch (err) {
@@ -239,7 +372,7 @@ function documentsSection(ctx, kb, showStats) {
   picker.addEventListener('change', () => { uploadAll(picker.files); picker.value = ''; });
   const zone = h('div', { class: 'dropzone' },
     h('p', {}, 'Drop files here or ', h('label', { for: picker.id, class: 'link', text: 'choose files' }),
-      ' — PDF, Word, text, Markdown, HTML.'), picker);
+      ' — PDF, Word, HTML, Markdown and any other text.'), picker);
   zone.addEventListener('dragover', (e) => { e.preventDefault(); zone.classList.add('over'); });
   zone.addEventListener('dragleave', () => zone.classList.remove('over'));
   zone.addEventListener('drop', (e) => { e.preventDefault(); zone.classList.remove('over'); uploadAll(e.dataTransfer.files); });
@@ -247,7 +380,7 @@ function documentsSection(ctx, kb, showStats) {
   const section = h('section', { 'aria-labelledby': 'documents-heading' },
     h('div', { class: 'section-head' }, h('h2', { id: 'documents-heading', text: 'Documents' }),
       h('button', { type: 'button', class: 'small', text: 'Refresh', onclick: () => refresh() })),
-    zone, uploads, failure, listHolder);
+    zone, uploads, failure, filters, notice, listHolder, pager);
   return { section, refresh };
 }
 

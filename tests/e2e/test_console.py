@@ -2,11 +2,13 @@
 Selenium through Debian's chromedriver) against the API deployed on the emulator: no
 mocks. The tests run in order, as one person's session: sign in, create a knowledge base
 (a refusal first, shown as the API words it), upload (drag and drop, and the file picker)
-until PROCESSED, search with debug scores, create an agent, browse and quick add, configure
+until PROCESSED, search with debug scores, page through more documents than a page holds
+(filters, sorts, a stale token), create an agent, browse and quick add, configure
 a second tool, edit (the console's own checks, then the API's refusal, then a save), try a
 tool, remove one, delete its knowledge base and see the warning; keyboard (Escape, focus
 trapped) on the way; the phone size at the end. Screenshots of each page go to
 .kb/console/ (docs/console-*.png are two of them)."""
+import base64
 import json
 import secrets
 import time
@@ -229,7 +231,7 @@ def test_uploads_by_drop_and_picker_reach_processed(driver, user, state, tmp_pat
     """)
     refused = css(driver, "li.upload .upload-state [role=alert]")
     assert refused.text == api_error(user.call("POST", f"/knowledge-bases/{kb['id']}/documents",
-                                               {"filename": "setup.exe", "contentType": "application/x-msdownload",
+                                               {"path": "setup.exe", "contentType": "application/x-msdownload",
                                                 "size": 2}))
     assert refused.text.startswith("UNSUPPORTED_TYPE: ")
     picked = tmp_path / "warranty.txt"
@@ -292,6 +294,104 @@ def test_search_playground_shows_the_three_scores_side_by_side(driver, user, sta
     assert unlabelled(driver) == []
     driver.execute_script("document.querySelector('#search-heading').scrollIntoView()")
     shot(driver, "search-playground")
+
+
+def doc_paths(driver) -> list[str]:
+    """The path column of the documents table, top to bottom."""
+    return [row.find_element("css selector", "td").text
+            for row in driver.find_elements("css selector", ".doc-scroll tbody tr")]
+
+
+def listed(user, path: str) -> list[dict]:
+    answer = user.call("GET", path)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["data"]["items"]
+
+
+def test_documents_page_by_page_with_filters(driver, user):
+    """55 documents, more than a page (50): the first page in path order, Next to the rest,
+    Previous back; a path prefix, a status filter and a sort, each as the API answers
+    them; a token the API refuses starts again at the first page; the page stays short
+    (60 documents once drew a 3,711 px page)."""
+    kb = user.call("POST", "/knowledge-bases", {"name": "Paged folder"}).json()["data"]
+    docs = f"/knowledge-bases/{kb['id']}/documents"
+    paths = [f"guides/part-{i // 10}/note-{i:02}.md" for i in range(52)] + [f"api/ref-{i}.txt" for i in range(3)]
+    try:
+        for path in paths:  # small inline texts: stored by the API at once, no presigned PUT
+            answer = user.call("POST", docs, {"path": path, "content": base64.b64encode(
+                f"Note {path}\n\nA short text about {path.rsplit('/', 1)[-1]}.".encode()).decode()})
+            assert answer.status_code == 202, answer.text
+        ordered = sorted(paths)  # the path sort is byte order: api/ before guides/
+        driver.execute_script("location.hash = arguments[0]", f"#/knowledge-bases/{kb['id']}")
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:50], what="the first page in path order")
+        pager = css(driver, "nav.pager")
+        assert pager.find_element("css selector", ".pager-range").text == "1–50 of 55"
+        previous, following = button(pager, "Previous"), button(pager, "Next")
+        assert not previous.is_enabled() and following.is_enabled()
+        assert driver.find_element("css selector", ".doc-scroll tbody tr td").text == "api/ref-0.txt"
+        box = driver.execute_script("return document.querySelector('.doc-scroll').getBoundingClientRect().height")
+        page = driver.execute_script("return document.documentElement.scrollHeight")
+        assert box <= 0.6 * 800 + 1 and page < 2000, (box, page)  # 50 rows scroll in a box of 60 % of the window
+        shot(driver, "documents-pages")
+
+        following.click()
+        wait_for(driver, lambda d: doc_paths(d) == ordered[50:], what="the second page")
+        assert pager.find_element("css selector", ".pager-range").text == "51–55 of 55"
+        assert previous.is_enabled() and not following.is_enabled()
+        wait_for(driver, lambda d: d.switch_to.active_element == previous,
+                 what="the focus on Previous (Next went disabled: focus stays in the pager)")
+        previous.click()
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:50], what="the first page again")
+
+        fill(css(driver, "input[name=prefix]"), "api/")
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:3], what="the documents under api/")
+        assert not pager.is_displayed()  # one page: no pager
+        css(driver, "input[name=prefix]").clear()
+        css(driver, "input[name=prefix]").send_keys("\n")
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:50], what="every document again")
+
+        # the status filter and the updatedAt sort, once the pipeline has done with them all
+        deadline = time.monotonic() + 300
+        while {d["status"] for d in listed(user, f"{docs}?limit=100")} != {"PROCESSED"}:
+            assert time.monotonic() < deadline, "the 55 documents were not PROCESSED within 300 s"
+            time.sleep(1)
+        from selenium.webdriver.support.ui import Select
+
+        Select(css(driver, "select[name=status]")).select_by_value("FAILED")
+        wait_for(driver, lambda d: "No documents match these filters." in d.find_element("css selector", ".doc-list").text,
+                 what="no failed document")
+        Select(css(driver, "select[name=status]")).select_by_value("PROCESSED")
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:50] and "PROCESSED" in d.find_element(
+            "css selector", ".doc-scroll tbody tr").text, what="the processed documents")
+        assert pager.find_element("css selector", ".pager-range").text == "1–50 of 55"
+        Select(css(driver, "select[name=sort]")).select_by_value("updatedAt")
+        newest = [d["path"] for d in listed(user, f"{docs}?sort=updatedAt&status=PROCESSED&limit=50")]
+        wait_for(driver, lambda d: doc_paths(d) == newest, what="the page sorted by update time")
+        Select(css(driver, "select[name=status]")).select_by_value("")
+        Select(css(driver, "select[name=sort]")).select_by_value("path")
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:50], what="the path order again")
+
+        # a token the API refuses (one from before a redeploy, say): the first page, with a word why
+        driver.execute_script("""
+            const original = window.fetch;
+            window.fetch = (url, init) => {
+              if (String(url).includes('nextToken=')) {
+                window.fetch = original;
+                url = String(url).replace(/nextToken=[^&]*/, 'nextToken=stale');
+              }
+              return original(url, init);
+            };""")
+        button(pager, "Next").click()
+        notice = css(driver, "p.notice")
+        refused = user.call("GET", f"{docs}?limit=50&sort=path&nextToken=stale")
+        assert refused.status_code == 400 and refused.json()["error"]["message"] in notice.text
+        assert "here is the first page" in notice.text
+        wait_for(driver, lambda d: doc_paths(d) == ordered[:50], what="the first page after the refused token")
+        assert pager.find_element("css selector", ".pager-range").text == "1–50 of 55"
+        assert not driver.find_elements("css selector", "section .error:not([hidden])")
+        assert unlabelled(driver) == []
+    finally:
+        user.call("DELETE", f"/knowledge-bases/{kb['id']}")
 
 
 def test_agent_browse_quick_add_with_keyboard(driver, user, state):
