@@ -156,8 +156,16 @@ def documents_list_section(listing: dict) -> list[str]:
     return ["## Pages of documents", "", report(listing), ""]
 
 
+def cold_section(cold: dict) -> list[str]:
+    """Cold starts per function, a cold burst of searches and the rate limit on cold workers
+    (issue 33): bench/cold.py."""
+    from cold import report
+
+    return ["## Cold starts and bursts", "", report(cold), ""]
+
+
 def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict,
-             listing: dict) -> str:
+             listing: dict, cold: dict) -> str:
     lines = [
         "# Benchmarks", "",
         f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on {datetime.now(timezone.utc):%Y-%m-%d}; "
@@ -299,7 +307,8 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
     lines += ["", "Chroma and rank_bm25 run in the benchmark's own process with no network, tenancy, filters or "
                   "token budgets; our figures above include all of those.", "",
               "## Ingestion", "", "```", ingest.strip(), "```", ""]
-    return "\n".join(lines + embedding_section(emb) + pgvector_builds_section(builds) + documents_list_section(listing))
+    return "\n".join(lines + embedding_section(emb) + pgvector_builds_section(builds) + documents_list_section(listing)
+                     + cold_section(cold))
 
 
 def main() -> None:
@@ -322,17 +331,19 @@ def main() -> None:
         run_script("embeddings.py", *flag)
         run_script("pgvector_builds.py", *flag)
         run_script("documents_list.py", *flag)
+        run_script("cold.py", *flag)
     ingest = saved_ingest.read_text()
     ours, peer = load(f"retrieval{suffix}.json"), load(f"peers{suffix}.json")
     emb = load(f"embeddings{suffix}.json")
     builds = load(f"pgvector-builds{suffix}.json")
     listing = load(f"documents-list{suffix}.json")
+    cold = load(f"cold{suffix}.json")
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
-    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing))
+    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold))
     figures = out_dir / "benchmarks.json"
-    figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing)},
-                                  indent=1) + "\n")
+    figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
+                                                                      "coldStarts": cold}, indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
 
 

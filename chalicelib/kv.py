@@ -6,14 +6,14 @@ import redis
 
 from chalicelib.config import load_settings
 
-_clients: dict[str, redis.Redis] = {}
+_clients: dict[tuple[str, float], redis.Redis] = {}
 
 
-def redis_client() -> Optional[redis.Redis]:
-    """None when no Redis is configured."""
+def redis_client(timeout: float = 0.25) -> Optional[redis.Redis]:
+    """None when no Redis is configured. `timeout` bounds connecting and each answer."""
     url = load_settings().redis_url
     if not url:
         return None
-    if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
-    return _clients[url]
+    if (url, timeout) not in _clients:
+        _clients[(url, timeout)] = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    return _clients[(url, timeout)]

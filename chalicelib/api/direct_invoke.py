@@ -21,10 +21,13 @@ def handle_kb_search(event: dict) -> dict:
         if not isinstance(event, dict):
             raise Invalid("the payload must be a JSON object")
         check_text(event)
-        principal = authenticate(event.get("apiKey"))
+        token = event.get("apiKey") if isinstance(event.get("apiKey"), str) else None
+        taken = throttle.take_before_authentication(token)  # a refusal costs no database lookup
+        principal = authenticate(token)
         if principal is None:
             raise Unauthorized("apiKey is missing or not valid")
-        throttle.take(principal)
+        if not taken:
+            throttle.take(principal, token)
         with acting_for(principal.org_id, principal.user_id):
             return _answer(principal, event)
     except ServiceError as err:

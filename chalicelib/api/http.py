@@ -98,8 +98,11 @@ def authenticated(blueprint) -> Callable:
                 request = blueprint.current_request
                 source = ((request.context or {}).get("identity") or {}).get("sourceIp")
                 throttle.refuse_if_guessing(source)
-                principal = _principal(request.headers.get("authorization"), source)
-                throttle.take(principal)
+                token = bearer_token(request.headers.get("authorization"))
+                taken = throttle.take_before_authentication(token)  # a refusal costs no database lookup
+                principal = _principal(token, source)
+                if not taken:
+                    throttle.take(principal, token)
                 for name, value in kwargs.items():  # path ids reach SQL: no NUL, no broken Unicode
                     check_text(value, name)
                 with acting_for(principal.org_id, principal.user_id):  # what the database lets the request see
@@ -115,8 +118,7 @@ def authenticated(blueprint) -> Callable:
     return decorate
 
 
-def _principal(authorization, source) -> Principal:
-    token = bearer_token(authorization)
+def _principal(token, source) -> Principal:
     if token is None:
         raise errors.Unauthorized("send an API key as 'Authorization: Bearer <key>'")
     principal = authenticate(token)

@@ -1,6 +1,17 @@
-"""Rate limits in Redis: a token bucket per API key, and a count of bad keys per source
-address so guessing keys slows down. Redis down means no limit (and a warning): the
-limiter protects the service, it must not become the reason a search fails."""
+"""Rate limits in Redis: a token bucket per API key and one per organisation, taken
+together by one script (atomic: concurrent workers cannot both spend the last token),
+and a count of bad keys per source address so guessing keys slows down.
+
+A request is checked before any expensive work: the key's bucket is named by a hash of
+the presented key, so a worker that has never seen the key can ask Redis before it asks
+the database. What the bucket needs to know (the key's rate and its organisation) is
+remembered in Redis from the key's last authentication; a key not seen for a while is
+authenticated first and then takes its token.
+
+Redis down or slow means no limit, with a warning: the limiter protects the service, it
+must not become the reason a search fails (each worker would otherwise need a bucket of
+its own, and a cold burst starts a worker per request, each with a full bucket)."""
+import hashlib
 import logging
 import time
 from typing import Optional
@@ -8,52 +19,114 @@ from typing import Optional
 import redis
 
 from chalicelib import limits
-from chalicelib.config import load_settings
 from chalicelib.auth.principal import Principal
+from chalicelib.config import load_settings
 from chalicelib.errors import Throttled
 from chalicelib.kv import redis_client
 
 logger = logging.getLogger(__name__)
 
-# Tokens refill at `rate` per second up to `burst`; a request takes one. The clock is
-# Redis's, so every worker shares one. Answers {allowed, milliseconds until a token}.
-_BUCKET = """
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+# KEYS: the key's bucket and its organisation's, in one hash slot ({org}: ElastiCache
+# Serverless is a cluster, where a script may only touch keys of one slot). ARGV: the
+# key's rate and burst, then the organisation's. Tokens refill at `rate` per second up
+# to `burst`; a request takes one from each bucket or from neither. The clock is
+# Redis's, so every worker shares one. Answers {allowed, milliseconds until a token,
+# which bucket refused}.
+_BUCKETS = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens, at = tonumber(state[1]) or burst, tonumber(state[2]) or now
-tokens = math.min(burst, tokens + (now - at) * rate / 1000)
-local allowed, wait = 0, 0
-if tokens >= 1 then
-  tokens, allowed = tokens - 1, 1
-else
-  wait = math.ceil((1 - tokens) * 1000 / rate)
+local function level(bucket, rate, burst)
+  local state = redis.call('HMGET', bucket, 'tokens', 'at')
+  local tokens, at = tonumber(state[1]) or burst, tonumber(state[2]) or now
+  return math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
 end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-return {allowed, wait}
+local rates = {tonumber(ARGV[1]), tonumber(ARGV[3])}
+local bursts = {tonumber(ARGV[2]), tonumber(ARGV[4])}
+local tokens = {level(KEYS[1], rates[1], bursts[1]), level(KEYS[2], rates[2], bursts[2])}
+local allowed, wait, refused = 1, 0, ''
+for i = 1, 2 do
+  if allowed == 1 and tokens[i] < 1 then
+    allowed, refused = 0, i == 1 and 'key' or 'organisation'
+    wait = math.ceil((1 - tokens[i]) * 1000 / rates[i])
+  end
+end
+for i = 1, 2 do
+  if allowed == 1 then tokens[i] = tokens[i] - 1 end
+  redis.call('HSET', KEYS[i], 'tokens', tostring(tokens[i]), 'at', now)
+  redis.call('PEXPIRE', KEYS[i], math.ceil(bursts[i] * 1000 / rates[i]) + 1000)
+end
+return {allowed, wait, refused}
 """
+_scripts: dict[int, "redis.commands.core.Script"] = {}
 
 
 def _unavailable(exc: Exception) -> None:
     logger.warning("rate limiter unavailable, not limiting: %s", exc)
 
 
-def take(principal: Principal) -> None:
-    """One request of this key; Throttled (429, Retry-After) when its bucket is empty."""
-    client = redis_client()
+def token_digest(token: str) -> str:
+    """What names a presented key's bucket: not the hash the database stores, so what
+    Redis holds cannot be matched against the keys table."""
+    return hashlib.sha256(b"kb-rate\x00" + token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _limits_key(digest: str) -> str:
+    return f"kb:rate:who:{digest}"
+
+
+def _take(client: redis.Redis, digest: str, org_id: str, rate: float) -> None:
+    burst = rate * limits.KEY_BURST_SECONDS
+    org_rate = limits.ORG_RATE_PER_SECOND
+    org_burst = org_rate * limits.ORG_BURST_SECONDS
+    script = _scripts.get(id(client))
+    if script is None:
+        script = _scripts[id(client)] = client.register_script(_BUCKETS)  # EVALSHA, EVAL on NOSCRIPT
+    allowed, wait_ms, refused = script(keys=[f"kb:rate:{{{org_id}}}:key:{digest}", f"kb:rate:{{{org_id}}}:org"],
+                                      args=[rate, burst, org_rate, org_burst])
+    if not allowed:
+        retry_after = max(1, -(-int(wait_ms) // 1000))
+        if refused in (b"organisation", "organisation"):
+            raise Throttled(f"this organisation may make {org_rate} requests per second (bursts of {org_burst})"
+                            " across its keys; slow down", retry_after=retry_after)
+        raise Throttled(f"this API key may make {rate:g} requests per second (bursts of {burst:g}); slow down",
+                        retry_after=retry_after)
+
+
+def take_before_authentication(token: Optional[str]) -> bool:
+    """Takes this presented key's token when Redis remembers its limits (Throttled when
+    its bucket or its organisation's is empty), before the database is asked who it is.
+    True when decided here (taken; or Redis unreachable: not limited), False when the
+    key must be authenticated first (then `take` it with its principal)."""
+    client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
+    if client is None or not token:
+        return False
+    digest = token_digest(token)
+    try:
+        known = client.hmget(_limits_key(digest), "org", "rate")
+        if known[0] is None or known[1] is None:
+            return False
+        _take(client, digest, known[0].decode(), float(known[1]))
+    except redis.RedisError as exc:
+        _unavailable(exc)
+    return True
+
+
+def take(principal: Principal, token: Optional[str] = None) -> None:
+    """One request of this key; Throttled (429, Retry-After) when its bucket or its
+    organisation's is empty. With the presented key, its limits are remembered so its
+    next requests are checked before authentication."""
+    client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None:
         return
     rate = principal.rate_per_second or load_settings().key_rate_per_second
-    burst = rate * limits.KEY_BURST_SECONDS
+    digest = token_digest(token) if token else f"id:{principal.key_id or principal.user_id}"
     try:
-        allowed, wait_ms = client.eval(_BUCKET, 1, f"kb:rate:{principal.key_id or principal.user_id}", rate, burst)
+        if token:  # remembered for a while: a key's changed rate applies within that time
+            client.pipeline().hset(_limits_key(digest), mapping={"org": principal.org_id, "rate": rate}).expire(
+                _limits_key(digest), limits.KEY_LIMITS_REMEMBERED_SECONDS).execute()
+        _take(client, digest, principal.org_id, rate)
     except redis.RedisError as exc:
-        return _unavailable(exc)
-    if not allowed:
-        raise Throttled(f"this API key may make {rate} requests per second (bursts of {burst}); slow down",
-                        retry_after=max(1, -(-int(wait_ms) // 1000)))
+        _unavailable(exc)
 
 
 def _bad_key_window(source: str) -> tuple[str, int]:
@@ -63,7 +136,7 @@ def _bad_key_window(source: str) -> tuple[str, int]:
 
 def refuse_if_guessing(source: Optional[str]) -> None:
     """Throttled when this address sent too many bad keys this minute."""
-    client = redis_client()
+    client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None or not source:
         return
     key, left = _bad_key_window(source)
@@ -77,7 +150,7 @@ def refuse_if_guessing(source: Optional[str]) -> None:
 
 
 def count_bad_key(source: Optional[str]) -> None:
-    client = redis_client()
+    client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None or not source:
         return
     key, _ = _bad_key_window(source)

@@ -1,0 +1,134 @@
+"""The token buckets against the stack's real Redis, under concurrent bursts of threads:
+per key and per organisation, the refusals carry Retry-After, a key's limits let its next
+requests be refused before authentication, and Redis unreachable lets requests through
+with a warning."""
+import logging
+import math
+import secrets
+import socket
+import threading
+import time
+
+import pytest
+import redis
+
+from chalicelib import limits
+from chalicelib.auth import Principal, throttle
+from chalicelib.errors import Throttled
+from chalicelib.kv import redis_client
+
+
+@pytest.fixture
+def clean_redis(service_env):
+    throttle._scripts.clear()
+    yield redis_client()
+    redis_client().flushdb()
+
+
+def _burst(calls) -> tuple[int, list[Throttled], float]:
+    """Runs every call at once (threads released together); (allowed, refusals, seconds)."""
+    start, lock = threading.Barrier(len(calls)), threading.Lock()
+    allowed, refused = [0], []
+
+    def run(call):
+        start.wait()
+        try:
+            call()
+        except Throttled as err:
+            with lock:
+                refused.append(err)
+            return
+        with lock:
+            allowed[0] += 1
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    began = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return allowed[0], refused, time.monotonic() - began
+
+
+def _principal(org: str, rate: int) -> Principal:
+    return Principal(user_id="u", org_id=org, role="viewer", key_id=f"key_{secrets.token_hex(4)}",
+                     rate_per_second=rate)
+
+
+def test_one_key_gets_its_burst_and_the_rest_retry_after(clean_redis):
+    # a slow refill (1 token a second) so the burst's own duration barely adds tokens
+    principal, token = _principal(f"org-{secrets.token_hex(3)}", 1), f"kbk_{secrets.token_hex(8)}"
+    burst = 1 * limits.KEY_BURST_SECONDS
+    allowed, refused, seconds = _burst([lambda: throttle.take(principal, token)] * 30)
+    assert burst <= allowed <= burst + math.ceil(seconds * 1)  # tokens refilled while it ran, if any
+    assert len(refused) == 30 - allowed
+    assert all(err.retry_after >= 1 and err.code == "THROTTLED" for err in refused)
+    assert all("this API key may make 1 requests per second" in err.message for err in refused)
+
+
+def test_an_organisation_shares_one_bucket_across_its_keys(clean_redis, monkeypatch):
+    monkeypatch.setattr(limits, "ORG_RATE_PER_SECOND", 1)
+    monkeypatch.setattr(limits, "ORG_BURST_SECONDS", 12)
+    org = f"org-{secrets.token_hex(3)}"
+    keys = [(_principal(org, 100), f"kbk_{secrets.token_hex(8)}") for _ in range(6)]
+    calls = [lambda p=p, t=t: throttle.take(p, t) for p, t in keys for _ in range(8)]  # 48, 8 a key
+    allowed, refused, seconds = _burst(calls)
+    assert 12 <= allowed <= 12 + math.ceil(seconds * 1)
+    assert len(refused) == 48 - allowed
+    assert all("this organisation may make 1 requests per second" in err.message and err.retry_after >= 1
+               for err in refused)
+    # another organisation's keys are untouched by it
+    other = _principal(f"org-{secrets.token_hex(3)}", 100)
+    throttle.take(other, f"kbk_{secrets.token_hex(8)}")
+
+
+def test_a_known_key_is_refused_before_authentication(clean_redis):
+    principal, token = _principal(f"org-{secrets.token_hex(3)}", 1), f"kbk_{secrets.token_hex(8)}"
+    assert throttle.take_before_authentication(token) is False  # never seen: authenticate first
+    throttle.take(principal, token)  # remembers its rate and organisation
+    allowed, refused, seconds = _burst([lambda: throttle.take_before_authentication(token)] * 20)
+    assert 1 <= allowed <= 1 + math.ceil(seconds * 1)  # the burst of 2 less the one taken above
+    assert len(refused) == 20 - allowed
+    stored = b"".join(clean_redis.keys("kb:rate:*"))
+    assert token.encode() not in stored  # Redis holds a digest, not the key
+
+
+def test_the_script_is_loaded_again_after_a_script_flush(clean_redis):
+    principal, token = _principal(f"org-{secrets.token_hex(3)}", 5), f"kbk_{secrets.token_hex(8)}"
+    throttle.take(principal, token)
+    clean_redis.script_flush()  # as a failover to a new node would: EVALSHA meets NOSCRIPT
+    throttle.take(principal, token)
+    assert clean_redis.hget(f"kb:rate:{{{principal.org_id}}}:key:{throttle.token_digest(token)}", "tokens")
+
+
+def test_the_route_answers_429_with_retry_after_before_the_database(service_env, monkeypatch):
+    from types import SimpleNamespace
+
+    from chalicelib.api.http import authenticated
+    from chalicelib.auth import issue_key, keys
+
+    principal, token = issue_key(f"org-{secrets.token_hex(4)}", "alice", rate_per_second=1)
+    request = SimpleNamespace(context={"identity": {"sourceIp": "203.0.113.9"}},
+                              headers={"authorization": f"Bearer {token}"})
+    view = authenticated(SimpleNamespace(current_request=request))(lambda caller: {"org": caller.org_id})
+    assert view() == {"org": principal.org_id}  # authenticated, and its limits remembered
+    lookups, find = [], keys._find_principal
+    monkeypatch.setattr(keys, "_find_principal", lambda key: lookups.append(key) or find(key))
+    answers = [view() for _ in range(limits.KEY_BURST_SECONDS + 1)]  # a burst of 2 at 1 a second
+    refused = [a for a in answers if not isinstance(a, dict)]
+    assert refused and all(a.status_code == 429 and int(a.headers["Retry-After"]) >= 1 for a in refused)
+    assert len(lookups) == len(answers) - len(refused)  # only the allowed ones reached the database
+
+
+def test_redis_unreachable_lets_requests_through_with_a_warning(service_env, monkeypatch, caplog):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{port}/0")
+    principal, token = _principal("org-x", 1), f"kbk_{secrets.token_hex(8)}"
+    with caplog.at_level(logging.WARNING, logger="chalicelib.auth.throttle"):
+        assert throttle.take_before_authentication(token) is True  # decided: not limited
+        for _ in range(5):  # over the burst of 2: not limited
+            throttle.take(principal, token)
+    assert "rate limiter unavailable, not limiting" in caplog.text
+    assert isinstance(redis_client(), redis.Redis)
