@@ -63,28 +63,55 @@ def _data_block(element) -> str:
     return _inline(element)
 
 
+# Elements of trafilatura's output that sit inside a line: a link, emphasis, inline code.
+_INLINE = ("ref", "hi", "lb", "del", "sub", "sup")
+
+
+def _is_inline(element) -> bool:
+    """Inline code is a <code> of one line inside a paragraph or a list item ("If `true`,
+    no need to call `rl.commit()`"): read as blocks, Node.js's parameter lists came out one
+    word a line and their type links (<string>, a link alone) went as navigation."""
+    if element.tag == "code":
+        return "\n" not in "".join(element.itertext()).strip("\n")
+    return element.tag in _INLINE
+
+
+def _holds_blocks(element) -> bool:
+    return any(d.tag in _BLOCKS and not _is_inline(d) for d in element.iterdescendants())
+
+
 def _walk(element, out: SectionBuilder) -> None:
-    """Blocks in reading order. Tables and lists that hold blocks are layout: their
-    blocks are read one by one."""
+    """Blocks in reading order; the text between them (an element's text, inline children,
+    tails) joins into lines. Tables and lists that hold blocks are layout: their blocks
+    are read one by one."""
+    run: list[str] = [element.text or ""]
+
+    def flush() -> None:
+        text = "\n".join(_SPACES.sub(" ", line).strip() for line in "".join(run).split("\n")).strip()
+        if text:
+            out.lines += [text, ""]
+        run.clear()
+
     for child in element:
-        if child.tag == "head":
-            title = _PERMALINK.sub("", " ".join(_inline(child).split()))
-            rend = child.get("rend", "")
-            if title:
-                out.heading(int(rend[1]) if re.fullmatch(r"h[1-6]", rend) else 2, title)
-        elif child.tag in ("table", "list", "div", "row", "cell", "item") and any(
-                d.tag in _BLOCKS for d in child.iterdescendants()):
-            if child.text and child.text.strip():
-                out.lines += [_SPACES.sub(" ", child.text).strip(), ""]
-            _walk(child, out)
-        elif _is_navigation(child):
-            out.retract_heading()
+        if _is_inline(child):
+            run.append("\n" if child.tag == "lb" else _inline(child))
         else:
-            text = _data_block(child)
-            if text:
-                out.lines += [text, ""]
-        if child.tail and child.tail.strip() and child.getparent() is not None:
-            out.lines += [_SPACES.sub(" ", child.tail).strip(), ""]
+            flush()
+            if child.tag == "head":
+                title = _PERMALINK.sub("", " ".join(_inline(child).split()))
+                rend = child.get("rend", "")
+                if title:
+                    out.heading(int(rend[1]) if re.fullmatch(r"h[1-6]", rend) else 2, title)
+            elif child.tag in ("table", "list", "div", "row", "cell", "item") and _holds_blocks(child):
+                _walk(child, out)
+            elif _is_navigation(child):
+                out.retract_heading()
+            else:
+                text = _data_block(child)
+                if text:
+                    out.lines += [text, ""]
+        run.append(child.tail or "")
+    flush()
 
 
 def _prune_navigation(tree) -> None:
