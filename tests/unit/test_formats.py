@@ -9,6 +9,7 @@ from chalicelib.ingestion.chunk import SECTION_SEPARATOR, chunk_document
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import (CSV, JSON, RST, TEXT, XLSX, Limits, extract, refused_by_content,
                                           refused_by_name, sniff_type)
+from tests.conftest import ROOT
 
 
 def _document_text(extracted) -> str:
@@ -238,6 +239,18 @@ def test_html_keeps_the_main_content_and_its_headings_only():
         ["Widgets guide"], ["Widgets guide", "Installing widgets"], ["Widgets guide", "Configuring widgets"]]
     assert "pool size" in extracted.sections[-1].text
 
+
+
+def test_inline_code_and_links_stay_on_their_line():
+    """Node.js's parameter lists: `path` <string> and a sentence are one line, with the type
+    link kept (read as blocks, they came out a word a line and the link went as navigation).
+    A real page: trafilatura reads a page this small as one flat paragraph."""
+    pages = ROOT / "tests" / "data" / "nodejs_api" / "api"
+    text = _document_text(extract((pages / "path.html").read_bytes(), "api/path.html"))
+    assert "- path <string> The path to glob-match against." in text
+    assert "- Returns: <boolean> Whether or not the path matched the pattern." in text
+    readline = _document_text(extract((pages / "readline.html").read_bytes(), "api/readline.html"))
+    assert "If true, no need to call rl.commit()." in readline
 
 TEXINFO = b"""<html><head><title>Closure Example (libffi)</title></head><body lang="en">
 <div class="section" id="Closure-Example">
