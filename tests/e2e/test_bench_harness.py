@@ -43,10 +43,15 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
     for strategy in ("semantic", "keyword"):  # row-level security's cost, at each size
         assert len(re.findall(rf"^\| [\d,]+ \| {strategy} \|( \d+\.\d \|){{4}} \d+\.\d\d \|$", report, re.M)) == 3
+    # pages of documents: each sort's first page at limit 100, and every page of each sort walked by nextToken
+    for sort in ("path", "updatedAt", "status"):
+        assert re.search(rf"^\| {sort}, first page \| 100 \| 100 \| \d+\.\d \| \d+\.\d( \*\*over\*\*)? \|", report, re.M), sort
+        assert re.search(rf"^\| {sort} \| 10 \| 10,000, yes \|", report, re.M), sort
     figures = json.loads((RESULTS / "benchmarks.json").read_text())
     assert {"chunks", "strategy", "cache", "p50Ms", "p95Ms", "p99Ms", "apiP50Ms", "apiP95Ms"} <= set(figures["search"][0])
     assert sum(row["service"] for row in figures["hnswRecall"]) == 3  # the service's ef_search, at each size
     assert {"ours: hybrid", "BM25 (rank_bm25)"} <= {row["method"] for row in figures["quality"]}
+    assert {row["limit"] for row in figures["documentsList"]} == {100, 1000}
     assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
