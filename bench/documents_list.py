@@ -72,9 +72,13 @@ def setup(documents: int):
     principal, key = issue_key(f"bench-documents-{secrets.token_hex(3)}", "bench", rate_per_second=1_000_000)
     kb = create_knowledge_base(principal, name="100k documents", description="bench/documents_list.py")
     started = time.perf_counter()
-    with psycopg.connect(local_env()["DATABASE_URL"], autocommit=True) as conn:
-        conn.execute(INSERT, {"kb_id": kb["id"], "n": documents, "tops": list(TOP_FOLDERS), "names": list(NAMES)})
-        conn.execute("ANALYZE documents")  # autovacuum would, some time after a bulk load
+    try:
+        with psycopg.connect(local_env()["DATABASE_URL"], autocommit=True) as conn:
+            conn.execute(INSERT, {"kb_id": kb["id"], "n": documents, "tops": list(TOP_FOLDERS), "names": list(NAMES)})
+            conn.execute("ANALYZE documents")  # autovacuum would, some time after a bulk load
+    except BaseException:
+        delete(kb["id"])
+        raise
     print(f"{documents:,} document rows inserted and analysed in {time.perf_counter() - started:.1f} s")
     return principal, key, kb
 
