@@ -53,7 +53,9 @@ def may_manage_kb(principal: Principal, kb: dict) -> bool:
 
 
 def kb_to_read(conn, principal: Principal, kb_id: str) -> dict:
-    kb = knowledge_bases.get_visible(conn, principal, kb_id)
+    """The knowledge base the caller may read, without its stats (an access check, before
+    a page of documents, an upload, a reindex: none of them shows the counts)."""
+    kb = knowledge_bases.get_visible(conn, principal, kb_id, stats=False)
     if kb is None:
         raise NotFound.thing("knowledge base", kb_id)
     return kb
