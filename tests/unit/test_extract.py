@@ -107,6 +107,27 @@ def test_a_zip_bomb_docx_is_refused_before_inflating():
     assert err.value.code == "UNCOMPRESSED_TOO_LARGE"
 
 
+
+def test_an_office_file_whose_parts_fail_their_crc_is_corrupt_not_an_internal_error():
+    """A lying zip (issue 33): the directory's CRC-32 does not match the part's bytes."""
+    def build(document):
+        document.add_paragraph("The pump is primed before its first start.")
+
+    import io
+    import zipfile
+
+    stored = io.BytesIO()  # python-docx deflates its parts; stored, the text can be edited in place
+    with zipfile.ZipFile(io.BytesIO(_docx(build))) as source, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as zf:
+        for info in source.infolist():
+            zf.writestr(info.filename, source.read(info))
+    data = bytearray(stored.getvalue())
+    extract(bytes(data), "pump.docx")  # whole, it reads
+    start = data.find(b"primed")
+    data[start:start + 6] = b"PRIMED"
+    with pytest.raises(IngestionError) as err:
+        extract(bytes(data), "pump.docx")
+    assert err.value.code == "CORRUPT_FILE" and "damaged" in err.value.message
+
 def _pdf(pages: int, password: str | None = None, user_password: str = "") -> bytes:
     import io
 

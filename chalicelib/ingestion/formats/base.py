@@ -1,6 +1,7 @@
 """The records every reader returns, the content types, and what the readers share."""
 import io
 import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -140,7 +141,16 @@ class SectionBuilder:
 
 def check_uncompressed_size(data: bytes, limit: int, kind: str) -> None:
     """Refuse a zip bomb before anything inflates it: the sizes come from the
-    archive's directory, and inflation stops anyway once the limit is passed."""
+    archive's directory, and inflation stops anyway once the limit is passed. Reading every
+    part whole also checks its CRC-32: an archive that lies about its contents is
+    CORRUPT_FILE here, not an INTERNAL_ERROR in the reader later (issue 33)."""
+    try:
+        _inflate_within(data, limit, kind)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+        raise IngestionError("CORRUPT_FILE", f"the {kind} is a damaged archive: {exc}") from exc
+
+
+def _inflate_within(data: bytes, limit: int, kind: str) -> None:
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         declared = sum(info.file_size for info in zf.infolist())
         if declared > limit:
