@@ -164,8 +164,15 @@ def cold_section(cold: dict) -> list[str]:
     return ["## Cold starts and bursts", "", report(cold), ""]
 
 
+def real_folder_section(folder: dict) -> list[str]:
+    """A real mixed folder through the deployed pipeline against in-process (issue 27): bench/real_folder.py."""
+    from real_folder import report
+
+    return ["## Ingesting a real folder", "", report(folder), ""]
+
+
 def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict,
-             listing: dict, cold: dict) -> str:
+             listing: dict, cold: dict, folder: dict | None = None) -> str:
     lines = [
         "# Benchmarks", "",
         f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on {datetime.now(timezone.utc):%Y-%m-%d}; "
@@ -308,7 +315,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "token budgets; our figures above include all of those.", "",
               "## Ingestion", "", "```", ingest.strip(), "```", ""]
     return "\n".join(lines + embedding_section(emb) + pgvector_builds_section(builds) + documents_list_section(listing)
-                     + cold_section(cold))
+                     + cold_section(cold) + (real_folder_section(folder) if folder else []))
 
 
 def main() -> None:
@@ -332,18 +339,21 @@ def main() -> None:
         run_script("pgvector_builds.py", *flag)
         run_script("documents_list.py", *flag)
         run_script("cold.py", *flag)
+        run_script("real_folder.py", *flag)
     ingest = saved_ingest.read_text()
     ours, peer = load(f"retrieval{suffix}.json"), load(f"peers{suffix}.json")
     emb = load(f"embeddings{suffix}.json")
     builds = load(f"pgvector-builds{suffix}.json")
     listing = load(f"documents-list{suffix}.json")
     cold = load(f"cold{suffix}.json")
+    folder = load(f"real-folder{suffix}.json")
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
-    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold))
+    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
-                                                                      "coldStarts": cold}, indent=1) + "\n")
+                                                                      "coldStarts": cold,
+                                                                      "realFolder": real_folder_json(folder)}, indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
 
 
@@ -373,6 +383,16 @@ def figures_json(ours: dict, peer: dict, builds: dict) -> dict:
             "minScore": ours.get("minScore", []), "isolation": isolation,
             "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", []),
             "pgvectorBuilds": pgvector_builds_json(builds)}
+
+
+def real_folder_json(folder: dict) -> dict:
+    """The rates of both pipelines and their ratio (the target: deployed >= 0.5 x in-process)."""
+    pick = ("documentsPerMinute", "chunksPerMinute", "perDocumentP50", "perDocumentP95", "processed", "chunks", "failed")
+    return {"files": folder["files"], "kinds": folder["kinds"], "ratio": folder["ratio"],
+            "chunksRatio": folder["chunksRatio"], "loadAverage": folder["loadAverage"],
+            "inProcess": {k: folder["inProcess"][k] for k in pick},
+            "deployed": {k: folder["deployed"][k] for k in pick} | {"stepSeconds": folder["deployed"]["stepSeconds"],
+                                                                    "cpuSeconds": folder["deployed"]["cpuSeconds"]}}
 
 
 def documents_list_json(listing: dict) -> list[dict]:

@@ -65,6 +65,9 @@ def _stack_parameters(urls: dict) -> dict:
             "RedisUrl": urls["REDIS_URL"],
             "ModelDir": str(REPO_DIR), "DeletionProtection": "false",
             "PipelineConcurrency": str(min(8, 4 * (os.cpu_count() or 1))),
+            # Those workers share this machine's cores (on AWS each has vCPUs of its own): one
+            # thread each, not a pool of every core in every worker (chalicelib/embeddings/local.py).
+            "EmbedThreads": "1",
             # a front end in development (`KB_CORS_ORIGINS=... make up` for others)
             "CorsOrigins": os.environ.get("KB_CORS_ORIGINS", LOCAL_CORS_ORIGINS),
             # the console at /console offers the demo key written there (never set on AWS)

@@ -11,18 +11,29 @@ from chalicelib.embeddings.model_files import manifest, model_file
 
 
 def _threads() -> int:
-    """One intra-op thread per CPU this process may use (2 here; a Lambda function gets
-    the vCPUs its memory size buys): more threads than cores only contend. KB_EMBED_THREADS
-    overrides it."""
+    """The model's intra-op threads: KB_EMBED_THREADS when set above 0, else one per CPU this
+    process may use. On AWS each execution environment has vCPUs of its own (two at the
+    pipeline's 2048 MB), so a pool of all of them is right there. The local stack runs every
+    execution environment as a process on the same cores, so it sets 1 (the template's
+    EmbedThreads). A burst of 100 one-page files through eight Chunk workers took 6.9 s with
+    one thread each against 13 s with a pool of both cores in each. On a real folder (200
+    files, 3,416 chunks; bench/real_folder.py) the two Embed workers' pools were neither a
+    help nor a harm: x0.90 of the in-process rate with a pool of two, x0.82 with one thread,
+    a difference within the run-to-run spread on the shared machine."""
+    configured = int(os.environ.get("KB_EMBED_THREADS") or 0)
+    if configured > 0:
+        return configured
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return int(os.environ.get("KB_EMBED_THREADS") or cpus or 1)
+    return cpus or 1
 
 
-def _session(path: str):
+def session_options():
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = _threads()
+    options.intra_op_num_threads = _threads()  # 1: no pool, the caller's thread runs every operator
+    # One operator at a time (MiniLM is a chain; nothing runs beside it), so no inter-op pool.
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.inter_op_num_threads = 1
     # The thread pool sleeps between operators instead of spinning (onnxruntime's default).
     # Spinning made one query alone about 2 ms faster (4.7 against 6.9 ms median), but a
@@ -33,7 +44,14 @@ def _session(path: str):
     # Two processes embedding batches at once were as fast either way (10-11 s for 128
     # abstracts each; make bench: "thread pool spinning").
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return options
+
+
+def _session(path: str):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(path, session_options(), providers=["CPUExecutionProvider"])
 
 
 def _tokenizer(path: str, max_length: int):
@@ -59,6 +77,8 @@ class LocalMiniLM:
     def _loaded(self):
         with self._lock:
             if self._loaded_parts is None:
+                if _threads() == 1:  # nor a pool for batches of tokens (tokenizers' own is one per core)
+                    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 tokenizer = _tokenizer(str(model_file("tokenizer.json")), manifest()["maxSeqLength"])
                 self._loaded_parts = (tokenizer, _session(str(model_file("model.onnx"))))
         return self._loaded_parts

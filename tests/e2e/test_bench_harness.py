@@ -20,6 +20,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
         assert re.search(r"\d+\.\d+ " + re.escape(label), out.stdout), out.stdout
     assert "3/3 PROCESSED in" in out.stdout
     assert re.search(r"first query of a fresh process, onnx +: \d+\.\d\d s", out.stdout), out.stdout
+    assert re.search(r"deployed / in-process x\d+\.\d\d documents/min", out.stdout), out.stdout
 
     report = (RESULTS / "benchmarks.md").read_text()
     assert (RESULTS / "benchmarks.md").stat().st_mtime >= started
@@ -43,11 +44,19 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
     for strategy in ("semantic", "keyword"):  # row-level security's cost, at each size
         assert len(re.findall(rf"^\| [\d,]+ \| {strategy} \|( \d+\.\d \|){{4}} \d+\.\d\d \|$", report, re.M)) == 3
+    # a real folder through the deployed pipeline and in-process, each with its rates
+    assert "## Ingesting a real folder" in report
+    assert len(re.findall(r"^\| (in-process|deployed) \([^)]*\) \| \d+\.\d \| \d+\.\d \| \d+\.\d\d \| \d+\.\d\d \| \d+ \|",
+                          report, re.M)) == 2
     # pages of documents: each sort's first page at limit 100, and every page of each sort walked by nextToken
     for sort in ("path", "updatedAt", "status"):
         assert re.search(rf"^\| {sort}, first page \| 100 \| 100 \| \d+\.\d \| \d+\.\d( \*\*over\*\*)? \|", report, re.M), sort
         assert re.search(rf"^\| {sort} \| 10 \| 10,000, yes \|", report, re.M), sort
     figures = json.loads((RESULTS / "benchmarks.json").read_text())
+    folder = figures["realFolder"]
+    assert folder["files"] == 24 and {"html", "text", "pdf", "docx"} <= set(folder["kinds"])
+    # the stack ingests every document the extractor can read: none lost to throttling or a worker's fault
+    assert folder["deployed"]["processed"] == folder["inProcess"]["processed"] > 0, folder
     assert {"chunks", "strategy", "cache", "p50Ms", "p95Ms", "p99Ms", "apiP50Ms", "apiP95Ms"} <= set(figures["search"][0])
     assert sum(row["service"] for row in figures["hnswRecall"]) == 3  # the service's ef_search, at each size
     assert {"ours: hybrid", "BM25 (rank_bm25)"} <= {row["method"] for row in figures["quality"]}

@@ -1,6 +1,7 @@
 """The local model (onnxruntime over the ONNX graph infra/build_model.py builds) against
 sentence-transformers' vectors in tests/data/minilm_reference.json (bench/minilm_reference.py)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from chalicelib.embeddings import model_files
+from chalicelib.embeddings import local
 from chalicelib.embeddings.local import LocalMiniLM
 from chalicelib.embeddings.tokens import count_tokens, count_tokens_batch
 from tests.conftest import ROOT
@@ -115,3 +117,46 @@ def test_no_service_module_needs_pytorch_or_the_build_time_packages():
     assert out.returncode == 0, out.stderr[-3000:]
     count, loaded = out.stdout.split(" ", 1)
     assert int(count) > 30 and loaded.strip() == "[]", out.stdout
+
+
+THREADS_STARTED = """
+import os
+def threads(): return len(os.listdir("/proc/self/task"))
+import numpy, onnxruntime, tokenizers
+from chalicelib.embeddings.local import LocalMiniLM
+before = threads()
+model = LocalMiniLM()
+model.embed_documents(["reset the pump", "the pump's manual"] * 40)  # two batches, tokenized at once
+print(before, threads(), model._loaded()[1].get_session_options().intra_op_num_threads)
+"""
+
+
+@pytest.mark.parametrize("setting, tokenizers_parallelism, new_threads", [
+    ("1", None, 0),  # no intra-op pool, and tokenizers' pool is off unless the environment says otherwise
+    ("3", "false", 2),  # a pool of two beside the calling thread
+])
+def test_embedding_starts_the_threads_its_setting_allows(setting, tokenizers_parallelism, new_threads):
+    """Each pipeline worker on the local stack is a process on the same two cores: one with
+    KB_EMBED_THREADS=1 must start no thread pool of its own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KB_EMBED_THREADS", "TOKENIZERS_PARALLELISM")}
+    env["KB_EMBED_THREADS"] = setting
+    if tokenizers_parallelism:
+        env["TOKENIZERS_PARALLELISM"] = tokenizers_parallelism
+    out = subprocess.run([sys.executable, "-c", THREADS_STARTED], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    before, after, intra = map(int, out.stdout.split())
+    assert (intra, after - before) == (int(setting), new_threads)
+
+
+def test_session_options_without_a_setting_use_the_cpus_this_process_may_run_on(monkeypatch):
+    monkeypatch.delenv("KB_EMBED_THREADS", raising=False)
+    options = local.session_options()
+    assert options.intra_op_num_threads == len(os.sched_getaffinity(0))
+    assert (options.inter_op_num_threads, str(options.execution_mode)) == (1, "ExecutionMode.ORT_SEQUENTIAL")
+    for pool in ("intra_op", "inter_op"):
+        assert options.get_session_config_entry(f"session.{pool}.allow_spinning") == "0"
+    monkeypatch.setenv("KB_EMBED_THREADS", "0")  # the template's default: as unset
+    assert local.session_options().intra_op_num_threads == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("KB_EMBED_THREADS", "2")
+    assert local.session_options().intra_op_num_threads == 2
