@@ -49,7 +49,7 @@ def load(kb: dict, docs: list[dict]) -> tuple[list[dict], dict]:
     from chalicelib.ingestion.chunk import chunk_document
     from chalicelib.ingestion.extract import TEXT, Extracted, Section
     from chalicelib.storage import chunks as chunk_rows
-    from chalicelib.storage import connection, documents
+    from chalicelib.storage import connection, document_status
 
     chunked = [chunk_document(Extracted(TEXT, [Section(d["text"])]), kb["chunk_tokens"],
                               kb["chunk_overlap"], {"corpusId": d["_id"]}) for d in docs]
@@ -59,8 +59,8 @@ def load(kb: dict, docs: list[dict]) -> tuple[list[dict], dict]:
     doc_to_corpus = {}
     with connection() as conn:
         for doc, chunks in zip(docs, chunked):
-            row = documents.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/{doc['_id']}.txt",
-                                           filename=f"{doc['_id']}.txt", size_bytes=len(doc["text"]))
+            row = document_status.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/{doc['_id']}.txt",
+                                                 filename=f"{doc['_id']}.txt", size_bytes=len(doc["text"]))
             chunk_rows.replace_document_chunks(conn, doc_id=row["id"], kb_id=kb["id"], dim=384, chunks=chunks,
                                                page_count=None)
             doc_to_corpus[row["id"]] = doc["_id"]

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import local_env  # noqa: E402
 from chalicelib import limits  # noqa: E402
 from chalicelib.ingestion.model import Chunk  # noqa: E402
-from chalicelib.storage import chunk_versions, connection, db, documents, knowledge_bases  # noqa: E402
+from chalicelib.storage import chunk_versions, connection, db, document_status, knowledge_bases  # noqa: E402
 from chalicelib.storage.migrate import migrate  # noqa: E402
 
 WORDS = ["lighthouse", "keeper", "harbour", "storm", "lamp", "tide", "rock", "gull", "ship", "fog"]
@@ -54,8 +54,8 @@ def _run(n: int) -> None:
         kb_id = knowledge_bases.insert_knowledge_base(
             conn, principal, name="Big", description="", visibility="private", provider="local",
             model="all-MiniLM-L6-v2", dim=384, chunk_tokens=500, chunk_overlap=50)
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/big.md", filename="big.md",
-                                       size_bytes=1, run_id="r1")
+        doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/big.md", filename="big.md",
+                                             size_bytes=1, run_id="r1")
         vectors = np.random.default_rng(1).standard_normal((n, 384)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         chunks = [Chunk(chunk_index=i, content=f"Section {i}: the {WORDS[i % 10]} and the {WORDS[i * 7 % 10]}"

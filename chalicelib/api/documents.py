@@ -8,6 +8,7 @@ from chalicelib.api.views import document_view, entry_hit_view, entry_view, sync
 from chalicelib.documents import entries, listing, service, uploads
 from chalicelib.auth.access import ENTRY_LEVELS
 from chalicelib.errors import Invalid
+from chalicelib.storage.document_status import STATUSES
 from chalicelib.validate import choice_field, int_field, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
@@ -58,8 +59,8 @@ def list_documents(principal, kb_id):
     refuse_unknown(params, {"limit", "nextToken", "status", "prefix", "path", "sort"},
                    "is not a parameter of the document list")
     status = params.get("status")
-    if status is not None and status not in service.DOCUMENT_STATUSES:
-        raise Invalid.field("status", f"must be one of {', '.join(service.DOCUMENT_STATUSES)}")
+    if status is not None and status not in STATUSES:
+        raise Invalid.field("status", f"must be one of {', '.join(STATUSES)}")
     sort = params.get("sort") or listing.DEFAULT_SORT
     if sort not in listing.SORTS:
         raise Invalid.field("sort", f"must be one of {', '.join(listing.SORTS)}")

@@ -6,10 +6,10 @@ from typing import Optional
 from chalicelib.agents import ToolRun
 from chalicelib.auth import Principal
 from chalicelib.documents.entries import Entry, entry_url
-from chalicelib.documents.service import DOCUMENT_STATUSES
 from chalicelib.documents.sync import SyncReport
 from chalicelib.documents.uploads import Upload
 from chalicelib.retrieval import Passage, SearchResult
+from chalicelib.storage.document_status import STATUSES
 
 
 def _iso(value) -> Optional[str]:
@@ -30,7 +30,7 @@ def kb_view(row: dict, viewer: Principal) -> dict:
         "stats": {
             "documentCount": stats.get("documentCount", 0), "chunkCount": stats.get("chunkCount", 0),
             "totalTokens": stats.get("totalTokens", 0),
-            "documentsByStatus": stats.get("byStatus", {s: 0 for s in DOCUMENT_STATUSES}),
+            "documentsByStatus": stats.get("byStatus", {s: 0 for s in STATUSES}),
             "lastIngestedAt": stats.get("lastIngestedAt"),
         },
         "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),

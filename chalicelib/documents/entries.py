@@ -15,7 +15,7 @@ from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
 from chalicelib.retrieval import Passage, SearchRequest, search
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import audit, connection, documents, knowledge_bases
+from chalicelib.storage import audit, connection, document_status, documents, knowledge_bases
 from chalicelib.storage.filters import SearchFilters
 
 
@@ -87,7 +87,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
     chunks = [replace(c, embedding=v, title=item.title) for c, v in zip(chunks, vectors)]
     entry_id = new_id("entry")
     with connection() as conn, conn.transaction():
-        inserted = documents.insert_entry(
+        inserted = document_status.insert_entry(
             conn, entry_id=entry_id, kb_id=kb_id, title=item.title, user_id=principal.user_id,
             metadata=item.metadata, size_bytes=len(item.content.encode("utf-8")), content_hash=digest,
             level=item.level, entry_type=item.type, confidence=item.confidence, agent_id=item.agent_id,

@@ -17,7 +17,7 @@ from chalicelib.documents.runs import restart_run
 from chalicelib.documents.sync import sync_knowledge_base
 from chalicelib.documents.trigger import handle_s3_event
 from chalicelib.ingestion import objects
-from chalicelib.storage import connection, documents, extraction_jobs, knowledge_bases
+from chalicelib.storage import connection, document_status, extraction_jobs, knowledge_bases
 
 logger = logging.getLogger(__name__)
 ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
@@ -52,7 +52,7 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
     sfn = client("stepfunctions")
     restarted, failed = [], []
     with connection() as conn:
-        candidates = documents.unfinished(conn, min_age_seconds)
+        candidates = document_status.unfinished(conn, min_age_seconds)
     for doc in candidates:
         try:
             status = _execution_status(sfn, doc["execution_arn"])
@@ -63,9 +63,9 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
                     restarted.append(doc["id"])
                 continue
             with connection() as conn:
-                if documents.mark_failed(conn, doc["id"], doc["current_run_id"], "EXECUTION_ENDED",
-                                         f"the ingestion run ended ({status}) without finishing the document,"
-                                         f" {MAX_RUN_ATTEMPTS + 1} times"):
+                if document_status.mark_failed(conn, doc["id"], doc["current_run_id"], "EXECUTION_ENDED",
+                                               f"the ingestion run ended ({status}) without finishing the document,"
+                                               f" {MAX_RUN_ATTEMPTS + 1} times"):
                     failed.append(doc["id"])
         except Exception:  # one document's fault must not hold up the others
             logger.exception("reconcile: document %s", doc["id"])
@@ -100,14 +100,14 @@ def expire_registrations() -> list[str]:
     instead of expired."""
     bucket, expired = load_settings().bucket, []
     with connection() as conn:
-        stale = documents.stale_registrations(conn, limits.PRESIGNED_EXPIRY_SECONDS + REGISTRATION_GRACE_SECONDS)
+        stale = document_status.stale_registrations(conn, limits.PRESIGNED_EXPIRY_SECONDS + REGISTRATION_GRACE_SECONDS)
     for doc in stale:
         try:
             if objects.exists(bucket, doc["s3_key"]):
                 restart_run(bucket, doc, attempt=0)
                 continue
             with connection() as conn:
-                if documents.mark_upload_expired(conn, doc["id"]):
+                if document_status.mark_upload_expired(conn, doc["id"]):
                     expired.append(doc["id"])
         except Exception:
             logger.exception("reconcile: registration %s", doc["id"])

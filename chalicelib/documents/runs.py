@@ -8,7 +8,7 @@ from typing import Optional
 from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.ingestion.model import RunState
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import connection, document_status, documents, knowledge_bases
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +21,8 @@ def start_ingestion(bucket: str, key: str, kb_id: str, size: Optional[int], *, a
         if knowledge_bases.get_for_pipeline(conn, kb_id) is None:
             logger.warning("object %s names unknown knowledge base %s; ignored", key, kb_id)
             return None
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=key.rsplit("/", 1)[-1],
-                                       size_bytes=size, run_id=run_id, run_attempts=attempt)
+        doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=key.rsplit("/", 1)[-1],
+                                             size_bytes=size, run_id=run_id, run_attempts=attempt)
     _start_execution(bucket, doc, run_id)
     return doc["id"]
 
@@ -32,8 +32,8 @@ def restart_run(bucket: str, doc: dict, *, attempt: int) -> bool:
     still owns it; False when something else started one meanwhile."""
     run_id = secrets.token_hex(8)
     with connection() as conn:
-        claimed = documents.claim_run(conn, doc["id"], expected_run_id=doc["current_run_id"], run_id=run_id,
-                                      run_attempts=attempt)
+        claimed = document_status.claim_run(conn, doc["id"], expected_run_id=doc["current_run_id"], run_id=run_id,
+                                            run_attempts=attempt)
     if claimed is None:
         return False
     _start_execution(bucket, claimed, run_id)

@@ -14,8 +14,6 @@ from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX
 from chalicelib.storage import audit, connection, documents
 
-DOCUMENT_STATUSES = ("PENDING", "PROCESSING", "PROCESSED", "FAILED")
-
 
 def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, action: str = "") -> dict:
     """The document, in a knowledge base the caller sees (and may write, given an action)."""

@@ -11,8 +11,8 @@ from chalicelib.config import load_settings
 from chalicelib.documents.runs import restart_run, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, knowledge_base_prefix, parse_document_key
 from chalicelib.storage import connection, documents
+from chalicelib.storage.document_status import FAILED, IN_FLIGHT
 
-IN_FLIGHT = ("PENDING", "PROCESSING")
 # S3's and the database's clocks: an object written this close to a run's start
 # counts as older (a repeated run costs a hash comparison, a missed one a stale index).
 CLOCK_MARGIN = timedelta(seconds=2)
@@ -77,5 +77,5 @@ def sync_knowledge_base(kb_id: str) -> SyncReport:
             with connection() as conn:
                 removed += documents.delete_unchanged(conn, doc["id"], doc["updated_at"])
     with connection() as conn:
-        failed = sum(d["status"] == "FAILED" for d in documents.files_in(conn, kb_id))
+        failed = sum(d["status"] == FAILED for d in documents.files_in(conn, kb_id))
     return SyncReport(kb_id, added, changed, removed, unchanged, failed)

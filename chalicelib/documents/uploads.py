@@ -20,7 +20,8 @@ from chalicelib.errors import Invalid, TooLarge, Unsupported
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import refused_by_name, sniff_type
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
-from chalicelib.storage import audit, connection, documents
+from chalicelib.storage import audit, connection, document_status, documents
+from chalicelib.storage.document_status import PROCESSED
 
 # The Content-Type an object gets in S3 when the caller names none: a hint for whoever
 # downloads it. What the pipeline does with the bytes it decides from the bytes (extract.sniff_type).
@@ -151,8 +152,8 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
         current = documents.find_by_key(conn, kb_id, key)
         if _unchanged(current, digest, request.metadata):
             return Upload(document=current, put=None, result=UNCHANGED)
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=path.rsplit("/", 1)[-1],
-                                       size_bytes=size)
+        doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=path.rsplit("/", 1)[-1],
+                                             size_bytes=size)
         result = ADDED if current is None else UPDATED
         audit.write(conn, principal, "upload_document", "document", doc["id"],
                     after={"knowledgeBaseId": kb_id, "path": path, "size": size,
@@ -175,7 +176,7 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
 def _unchanged(current: Optional[dict], digest: Optional[str], metadata: dict) -> bool:
     """The path holds these bytes, indexed, and the upload brings no other metadata."""
     return (current is not None and digest is not None and current["kind"] == "file"
-            and current["status"] == "PROCESSED" and current["indexed_hash"] == digest
+            and current["status"] == PROCESSED and current["indexed_hash"] == digest
             and (not metadata or metadata == current["metadata"]))
 
 

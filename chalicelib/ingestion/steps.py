@@ -28,7 +28,7 @@ from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPE
                                         Chunk, Failure, RunState)
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import connection, document_status, documents, knowledge_bases
 
 # One JSON line per message, each with the document and run it is about.
 logger = Logger(service="kb-service")
@@ -123,10 +123,10 @@ def extract_step(event: dict) -> dict:
                     logger.info("a newer run owns the document; this one stops")
                     return replace(state, outcome=UNCHANGED, superseded=True).to_json()
                 if doc["indexed_hash"] == content_hash:
-                    documents.mark_unchanged(conn, state.document_id, state.run_id, metadata)
+                    document_status.mark_unchanged(conn, state.document_id, state.run_id, metadata)
                     return replace(state, outcome=UNCHANGED).to_json()
-                documents.mark_processing(conn, state.document_id, state.run_id, content_hash=content_hash,
-                                          size_bytes=len(data), metadata=metadata)
+                document_status.mark_processing(conn, state.document_id, state.run_id, content_hash=content_hash,
+                                                size_bytes=len(data), metadata=metadata)
             extracted = extract(data, state.key.rsplit("/", 1)[-1],
                                 Limits(settings.max_pages, settings.max_uncompressed_bytes))
         except IngestionError as err:
@@ -270,7 +270,7 @@ def mark_failed_step(event: dict) -> dict:
     with _logged(state, "mark_failed"):
         logger.warning("document failed: %s %s", code, message)
         with connection() as conn:
-            documents.mark_failed(conn, state.document_id, state.run_id, code, message)
+            document_status.mark_failed(conn, state.document_id, state.run_id, code, message)
         _discard_staged(state)
         _clean_work(state)
     return {"documentId": state.document_id, "status": FAILED, "errorCode": code}

@@ -22,6 +22,7 @@ import psycopg
 
 from chalicelib import limits
 from chalicelib.ingestion.model import Chunk
+from chalicelib.storage import document_status
 
 # The chunk rows a search may read: not of a listed version. A condition on the chunk row
 # itself (the HNSW and BM25 scans stay single-table, see chunks.py), against the listed
@@ -195,9 +196,5 @@ def _switch(conn: psycopg.Connection, owner: dict, doc_id: str, kb_id: str, vers
         conn.execute("INSERT INTO chunk_versions (document_id, version, kb_id, state) VALUES (%s, %s, %s, %s)"
                      " ON CONFLICT (document_id, version) DO UPDATE SET state = excluded.state",
                      (doc_id, old, kb_id, RETIRED))
-    conn.execute(
-        "UPDATE documents SET status = 'PROCESSED', chunks_version = %s, chunk_count = %s,"
-        " token_count = (SELECT coalesce(sum(token_count), 0) FROM chunks WHERE document_id = %s AND version = %s),"
-        " page_count = %s, indexed_hash = coalesce(%s, content_hash), error_code = NULL, error_message = NULL,"
-        " processed_at = now(), updated_at = now() WHERE id = %s",
-        (version, count, doc_id, version, page_count, content_hash, doc_id))
+    document_status.mark_processed(conn, doc_id, version=version, chunk_count=count, page_count=page_count,
+                                   content_hash=content_hash)

@@ -12,7 +12,6 @@ import psycopg
 
 from chalicelib.ingestion.model import Chunk
 from chalicelib.storage import chunk_versions
-from chalicelib.storage.chunk_versions import CURRENT_CHUNK
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
 from chalicelib.storage.terms import Bm25Query
@@ -89,7 +88,7 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
           FROM (SELECT c.*, {distance} AS distance
                   FROM chunks c
                  WHERE c.kb_id = ANY(%(kb_ids)s) AND c.embedding_dim = %(dim)s AND {READABLE_CHUNK}
-                   AND {CURRENT_CHUNK}{where}
+                   AND {chunk_versions.CURRENT_CHUNK}{where}
                  ORDER BY {{order}}
                  LIMIT %(k)s) c
           JOIN documents d ON d.id = c.document_id
@@ -160,7 +159,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
               FROM scored c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id
-             WHERE {VISIBLE_KB} AND {READABLE_CHUNK} AND {CURRENT_CHUNK}{where}
+             WHERE {VISIBLE_KB} AND {READABLE_CHUNK} AND {chunk_versions.CURRENT_CHUNK}{where}
              ORDER BY c.score DESC, c.id
              LIMIT %(k)s""", params).fetchall()
         if len(rows) >= top_k or not where:
@@ -182,7 +181,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
                            LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
                            LATERAL (SELECT coalesce(sum(q.idf * {_SATURATION.format(tf="t.tf", dl="l.dl")}), 0) AS score
                                       FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s
-                     WHERE c.kb_id = ANY(%(kb_ids)s) AND {READABLE_CHUNK} AND {CURRENT_CHUNK}
+                     WHERE c.kb_id = ANY(%(kb_ids)s) AND {READABLE_CHUNK} AND {chunk_versions.CURRENT_CHUNK}
                        AND c.tsv @@ m.tq{where}
                      ORDER BY s.score DESC, c.id
                      LIMIT %(k)s) c

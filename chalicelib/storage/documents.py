@@ -1,14 +1,12 @@
-"""documents: files and entries, their status and the run that owns them. Callers
-check access to the knowledge base first (knowledge_bases.get_visible/get_writable);
-the pipeline's statements are guarded by the run id instead, so a superseded run
-changes nothing."""
+"""documents: files and entries and the run that owns them; their status changes in
+document_status.py alone. Callers check access to the knowledge base first
+(knowledge_bases.get_visible/get_writable); the pipeline's statements are guarded by the
+run id instead, so a superseded run changes nothing."""
 import json
 from typing import Optional
 
 import psycopg
 
-from chalicelib.ids import new_id
-from chalicelib.storage import chunks
 from chalicelib.storage.scope import READABLE_DOCUMENT, scope
 
 DOC_COLUMNS = """id, kb_id, s3_key, path, filename, content_type, size_bytes, content_hash, status,
@@ -17,41 +15,8 @@ DOC_COLUMNS = """id, kb_id, s3_key, path, filename, content_type, size_bytes, co
     run_attempts, execution_arn"""
 
 
-def upsert_pending(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filename: str,
-                   size_bytes: Optional[int], run_id: Optional[str] = None, run_attempts: int = 0) -> dict:
-    """The document for an S3 key, now PENDING and owned by run_id, its step timings
-    reset for the new run. Its chunks stay searchable until a run replaces them."""
-    return conn.execute(
-        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id, run_attempts)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (kb_id, s3_key) DO UPDATE SET status = 'PENDING', size_bytes = EXCLUDED.size_bytes,"
-        "   current_run_id = EXCLUDED.current_run_id, run_attempts = EXCLUDED.run_attempts,"
-        "   execution_arn = NULL, error_code = NULL, error_message = NULL,"
-        "   step_durations = '{}'::jsonb, updated_at = now()"
-        f" RETURNING {DOC_COLUMNS}",
-        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id, run_attempts),
-    ).fetchone()
-
-
 ENTRY_COLUMNS = """id, kb_id, title, chunk_count, token_count, metadata, content_hash, level, entry_type,
     confidence, agent_id, provenance, created_by, created_at"""
-
-
-def insert_entry(conn: psycopg.Connection, *, entry_id: str, kb_id: str, title: str, user_id: str,
-                 metadata: dict, size_bytes: int, content_hash: str, level: Optional[str] = None,
-                 entry_type: Optional[str] = None, confidence: Optional[float] = None,
-                 agent_id: Optional[str] = None, provenance: Optional[list] = None) -> bool:
-    """False (and nothing written) when the knowledge base holds an entry with this content
-    for the same audience (migration 0014)."""
-    return conn.execute(
-        "INSERT INTO documents (id, kb_id, s3_key, filename, title, kind, created_by, metadata,"
-        " content_type, size_bytes, status, content_hash, level, entry_type, confidence, agent_id, provenance)"
-        " VALUES (%s, %s, %s, %s, %s, 'entry', %s, %s, 'text/plain', %s, 'PROCESSING', %s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (kb_id, content_hash, (coalesce(audience, ''))) WHERE kind = 'entry' AND content_hash IS NOT NULL"
-        " DO NOTHING",
-        (entry_id, kb_id, f"entries/{entry_id}", title[:200], title, user_id, json.dumps(metadata), size_bytes,
-         content_hash, level, entry_type, confidence, agent_id, json.dumps(provenance or [])),
-    ).rowcount == 1
 
 
 def entry_by_content(conn: psycopg.Connection, principal, kb_id: str, content_hash: str) -> Optional[dict]:
@@ -170,19 +135,6 @@ def forget_indexed_version(conn: psycopg.Connection, doc_id: str) -> None:
     conn.execute("UPDATE documents SET indexed_hash = NULL WHERE id = %s", (doc_id,))
 
 
-def claim_run(conn: psycopg.Connection, doc_id: str, *, expected_run_id: Optional[str], run_id: str,
-              run_attempts: int) -> Optional[dict]:
-    """Compare-and-set: the document becomes PENDING under run_id only if the run it
-    was read under still owns it (None otherwise: the trigger or another sweep got there
-    first and its run must not be superseded)."""
-    return conn.execute(
-        "UPDATE documents SET status = 'PENDING', current_run_id = %s, run_attempts = %s, execution_arn = NULL,"
-        " error_code = NULL, error_message = NULL, step_durations = '{}'::jsonb, updated_at = now()"
-        f" WHERE id = %s AND current_run_id IS NOT DISTINCT FROM %s RETURNING {DOC_COLUMNS}",
-        (run_id, run_attempts, doc_id, expected_run_id),
-    ).fetchone()
-
-
 def set_execution(conn: psycopg.Connection, doc_id: str, run_id: str, execution_arn: str) -> None:
     """Only for the run that still owns the document (a superseded start must not
     leave its execution on the row)."""
@@ -194,30 +146,6 @@ def set_content_type(conn: psycopg.Connection, doc_id: str, content_type: str) -
     conn.execute("UPDATE documents SET content_type = %s WHERE id = %s", (content_type, doc_id))
 
 
-def mark_processing(conn: psycopg.Connection, doc_id: str, run_id: str, *,
-                    content_hash: str, size_bytes: int, metadata: dict) -> bool:
-    """False when a newer run owns the document."""
-    return conn.execute(
-        "UPDATE documents SET status = 'PROCESSING', content_hash = %s, size_bytes = %s,"
-        " metadata = %s, error_code = NULL, error_message = NULL, updated_at = now()"
-        " WHERE id = %s AND current_run_id = %s",
-        (content_hash, size_bytes, json.dumps(metadata), doc_id, run_id),
-    ).rowcount == 1
-
-
-def mark_unchanged(conn: psycopg.Connection, doc_id: str, run_id: str, metadata: dict) -> bool:
-    """The bytes are the ones already indexed: no new embedding work. Changed
-    metadata is copied onto the chunks in the same transaction."""
-    with conn.transaction():
-        updated = conn.execute(
-            "UPDATE documents SET status = 'PROCESSED', error_code = NULL, error_message = NULL,"
-            " metadata = %s, updated_at = now() WHERE id = %s AND current_run_id = %s",
-            (json.dumps(metadata), doc_id, run_id)).rowcount == 1
-        if updated:
-            chunks.set_metadata(conn, doc_id, metadata)
-    return updated
-
-
 def add_step_duration(conn: psycopg.Connection, doc_id: str, run_id: str, step: str, millis: int) -> None:
     """Adds to the run's time in a step: Embed runs once per batch, in parallel, and
     its figure is the sum (one UPDATE per batch, so concurrent batches add safely)."""
@@ -227,50 +155,6 @@ def add_step_duration(conn: psycopg.Connection, doc_id: str, run_id: str, step: 
         " WHERE id = %(id)s AND current_run_id = %(run)s",
         {"step": step, "ms": millis, "id": doc_id, "run": run_id},
     )
-
-
-def mark_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str, message: str) -> bool:
-    """FAILED with a code; the chunks of the last good version stay searchable."""
-    return conn.execute(
-        "UPDATE documents SET status = 'FAILED', error_code = %s, error_message = %s,"
-        " updated_at = now() WHERE id = %s AND current_run_id = %s",
-        (code, message[:2000], doc_id, run_id),
-    ).rowcount == 1
-
-
-def unfinished(conn: psycopg.Connection, min_age_seconds: int) -> list[dict]:
-    """Runs to look at: PENDING or PROCESSING under a run (whose execution may never
-    have started), untouched for min_age_seconds doubled per restart already made
-    (the backoff between restarts)."""
-    return conn.execute(
-        f"SELECT {DOC_COLUMNS} FROM documents"
-        " WHERE status IN ('PENDING', 'PROCESSING') AND current_run_id IS NOT NULL"
-        " AND updated_at < now() - make_interval(secs => %s * power(2, run_attempts))"
-        " ORDER BY updated_at LIMIT 500",
-        (min_age_seconds,),
-    ).fetchall()
-
-
-_WAITING_REGISTRATION = ("status = 'PENDING' AND kind = 'file' AND current_run_id IS NULL"
-                         " AND execution_arn IS NULL")
-
-
-def stale_registrations(conn: psycopg.Connection, older_than_seconds: int) -> list[dict]:
-    """Uploads registered through the API with no run yet, older than their URL."""
-    return conn.execute(
-        f"SELECT {DOC_COLUMNS} FROM documents WHERE {_WAITING_REGISTRATION}"
-        " AND updated_at < now() - make_interval(secs => %s) ORDER BY updated_at LIMIT 500",
-        (older_than_seconds,),
-    ).fetchall()
-
-
-def mark_upload_expired(conn: psycopg.Connection, doc_id: str) -> bool:
-    return conn.execute(
-        "UPDATE documents SET status = 'FAILED', error_code = 'UPLOAD_EXPIRED',"
-        " error_message = 'the file was not uploaded before its upload URL expired; register it again',"
-        f" updated_at = now() WHERE id = %s AND {_WAITING_REGISTRATION}",
-        (doc_id,),
-    ).rowcount == 1
 
 
 def files_in(conn: psycopg.Connection, kb_id: str) -> list[dict]:

@@ -8,22 +8,20 @@ import psycopg
 from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.ids import new_id
+from chalicelib.storage.document_status import STATUSES
 from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_KB, scope
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
     kb.chunk_overlap, kb.created_at, kb.updated_at"""
 
+_BY_STATUS = ", ".join(f"'{s}', count(*) FILTER (WHERE d.status = '{s}')" for s in STATUSES)
 # Counted over the documents the caller may read (an individual entry is its writer's alone).
 KB_STATS = f"""(SELECT json_build_object(
         'documentCount', count(*),
         'chunkCount', coalesce(sum(d.chunk_count), 0),
         'totalTokens', coalesce(sum(d.token_count), 0),
-        'byStatus', json_build_object(
-            'PENDING', count(*) FILTER (WHERE d.status = 'PENDING'),
-            'PROCESSING', count(*) FILTER (WHERE d.status = 'PROCESSING'),
-            'PROCESSED', count(*) FILTER (WHERE d.status = 'PROCESSED'),
-            'FAILED', count(*) FILTER (WHERE d.status = 'FAILED')),
+        'byStatus', json_build_object({_BY_STATUS}),
         'lastIngestedAt', max(d.processed_at))
      FROM documents d WHERE d.kb_id = kb.id AND {READABLE_DOCUMENT}) AS stats"""
 

@@ -10,7 +10,7 @@ from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.retrieval import SearchRequest, policy
 from chalicelib.retrieval import search as run_search
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import connection, documents, terms
+from chalicelib.storage import connection, document_status, terms
 from chalicelib.storage.db import open_connection
 from tests.integration.test_search import _embedded_chunks, _ingest
 
@@ -223,8 +223,8 @@ def test_documents_stored_at_once_in_one_knowledge_base_keep_the_statistics_righ
         try:
             with open_connection(os.environ["DATABASE_URL"]) as conn:  # a worker's own connection
                 for i in batch:
-                    doc = documents.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/doc{i}.txt",
-                                                   filename=f"doc{i}.txt", size_bytes=1)
+                    doc = document_status.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/doc{i}.txt",
+                                                         filename=f"doc{i}.txt", size_bytes=1)
                     for version in embedded[i]:
                         chunk_rows.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb["id"], dim=384,
                                                            chunks=version, page_count=None)

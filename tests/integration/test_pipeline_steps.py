@@ -11,7 +11,7 @@ from chalicelib.errors import Transient
 from chalicelib.ingestion import steps
 from chalicelib.ingestion.model import BatchState
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.storage import connection, documents
+from chalicelib.storage import connection, document_status, documents
 
 
 @pytest.fixture
@@ -19,8 +19,8 @@ def pending_doc(tenant):
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Steps", description="")
     with connection() as conn:
-        doc = documents.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/a.txt", filename="a.txt",
-                                       size_bytes=10, run_id="run1")
+        doc = document_status.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/a.txt", filename="a.txt",
+                                             size_bytes=10, run_id="run1")
     return kb, doc
 
 
@@ -43,8 +43,8 @@ def test_embed_time_is_the_sum_of_its_batches_and_a_new_run_starts_from_zero(pen
         time.sleep(0.05)
     assert 400 <= _durations(doc["id"])["embed"] < 1000
     with connection() as conn:
-        documents.upsert_pending(conn, kb_id=kb["id"], s3_key=doc["s3_key"], filename="a.txt", size_bytes=10,
-                                 run_id="run2")
+        document_status.upsert_pending(conn, kb_id=kb["id"], s3_key=doc["s3_key"], filename="a.txt", size_bytes=10,
+                                       run_id="run2")
     assert _durations(doc["id"]) == {}
 
 
@@ -94,9 +94,9 @@ def test_a_restart_claims_the_document_only_from_the_run_it_read(pending_doc):
     execution on the row."""
     _, doc = pending_doc
     with connection() as conn:
-        assert documents.claim_run(conn, doc["id"], expected_run_id="someone-else", run_id="r2",
-                                   run_attempts=1) is None
-        claimed = documents.claim_run(conn, doc["id"], expected_run_id="run1", run_id="r2", run_attempts=1)
+        assert document_status.claim_run(conn, doc["id"], expected_run_id="someone-else", run_id="r2",
+                                         run_attempts=1) is None
+        claimed = document_status.claim_run(conn, doc["id"], expected_run_id="run1", run_id="r2", run_attempts=1)
         assert (claimed["current_run_id"], claimed["run_attempts"], claimed["status"]) == ("r2", 1, "PENDING")
         documents.set_execution(conn, doc["id"], "run1", "arn:stale")
         documents.set_execution(conn, doc["id"], "r2", "arn:current")

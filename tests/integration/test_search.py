@@ -15,7 +15,7 @@ from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.retrieval import SearchRequest
 from chalicelib.retrieval import search as run_search
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import connection, documents, knowledge_bases
+from chalicelib.storage import connection, document_status, documents, knowledge_bases
 from chalicelib.storage.chunks import as_vector
 from chalicelib.storage.db import open_connection
 
@@ -47,8 +47,8 @@ def _ingest(kb_id: str, filename: str, text: str, chunk_tokens: int = 500) -> st
         kb = knowledge_bases.get_for_pipeline(conn, kb_id)
     chunks = _embedded_chunks(kb, filename, text, chunk_tokens)
     with connection() as conn:
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
-                                       filename=filename, size_bytes=len(text))
+        doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{filename}",
+                                             filename=filename, size_bytes=len(text))
         chunk_rows.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=kb["embedding_dim"],
                                            chunks=chunks, page_count=None)
     return doc["id"]
@@ -343,8 +343,8 @@ def _store(kb_id: str, path: str, data: bytes, chunk_tokens: int) -> None:
             [c.content for c in stored])
         for chunk, vector in zip(stored, vectors):
             chunk.embedding = vector
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{path}", filename=name,
-                                       size_bytes=len(data))
+        doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/{path}", filename=name,
+                                             size_bytes=len(data))
         chunk_rows.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=kb["embedding_dim"],
                                            chunks=stored, page_count=extracted.page_count)
 

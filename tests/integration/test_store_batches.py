@@ -16,7 +16,7 @@ from chalicelib.errors import Transient
 from chalicelib.ingestion import steps
 from chalicelib.ingestion.model import Chunk, RunState
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.storage import chunk_versions, connection, db, documents, knowledge_bases
+from chalicelib.storage import chunk_versions, connection, db, document_status, documents, knowledge_bases
 from chalicelib.storage import chunks as chunk_rows
 
 BIG = 50_000  # the Markdown file: 50,000 headings, 50,000 chunks
@@ -46,8 +46,8 @@ def big_kb(tenant):
         kb_id = knowledge_bases.insert_knowledge_base(
             conn, principal, name="Big", description="", visibility="private", provider="local",
             model="fixed", dim=DIM, chunk_tokens=500, chunk_overlap=50)
-        doc = documents.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/headings.md", filename="headings.md",
-                                       size_bytes=1, run_id="run-old")
+        doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/headings.md",
+                                             filename="headings.md", size_bytes=1, run_id="run-old")
     with connection() as conn:
         assert chunk_rows.replace_document_chunks(conn, doc_id=doc["id"], kb_id=kb_id, dim=DIM,
                                                   chunks=_chunks(OLD, "old", 1), page_count=None, run_id="run-old")
@@ -201,8 +201,8 @@ def test_a_document_beyond_the_limits_ends_failed_with_its_code_before_any_embed
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Limits", description="")
     with connection() as conn:
-        doc = documents.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/big.md", filename="big.md",
-                                       size_bytes=1, run_id="run1")
+        doc = document_status.upsert_pending(conn, kb_id=kb["id"], s3_key=f"kb/{kb['id']}/big.md", filename="big.md",
+                                             size_bytes=1, run_id="run1")
     monkeypatch.setattr(steps, "_clean_work", lambda state: None)  # no work files in S3 here
     monkeypatch.setattr(local.LocalMiniLM, "embed_documents",
                         lambda *a: pytest.fail("a document over the limits was embedded"))
