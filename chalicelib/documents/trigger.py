@@ -7,7 +7,9 @@ import json
 import logging
 import time
 
-from aws_lambda_powertools.utilities.data_classes import S3Event, SQSEvent
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, exists, parse_document_key
@@ -46,34 +48,41 @@ def handle_event(event: dict) -> dict:
 
 def handle_queue_batch(event: dict) -> dict:
     """Each message is an S3 notification. The messages that failed are reported back
-    (ReportBatchItemFailures), so only they are seen again; when the database is down
-    the rest of the batch goes back untried rather than waiting out the outage each."""
-    started, deleted, skipped, failed = [], 0, 0, []
-    messages = list(SQSEvent(event).records)
-    for i, message in enumerate(messages):
+    (ReportBatchItemFailures, through Powertools' BatchProcessor), so only they are seen
+    again; when the database is down the rest of the batch goes back untried rather than
+    waiting out the outage each."""
+    totals = {"started": [], "deleted": 0, "skipped": 0}
+    outage = []  # the Transient that ended the batch's work, once there is one
+
+    def handle(record: SQSRecord) -> None:
+        if outage:
+            raise Transient("handed back untried: the database was unavailable for an earlier message") from outage[0]
         try:
-            notification = json.loads(message.body)
+            notification = json.loads(record.body)
         except ValueError:
-            logger.warning("a message that is not an S3 notification was dropped: %r", message.body[:200])
-            continue
+            logger.warning("a message that is not an S3 notification was dropped: %r", record.body[:200])
+            return
         if not isinstance(notification, dict) or "Records" not in notification:
-            continue  # s3:TestEvent, which S3 sends when the notification is configured
+            return  # s3:TestEvent, which S3 sends when the notification is configured
         try:
             result = handle_s3_event(notification)
-        except Transient:
-            failed += [m.message_id for m in messages[i:]]
-            break
+        except Transient as exc:
+            outage.append(exc)
+            raise
         except Exception:
             logger.exception("an S3 notification failed; its message will be seen again")
-            failed.append(message.message_id)
-            continue
-        started += result["started"]
-        deleted += result["deleted"]
-        skipped += result["skipped"]
+            raise
+        for name in totals:
+            totals[name] += result[name]
+
+    # A batch that fails whole is reported as such, not raised: the same redrive either way,
+    # without an invocation error for every outage.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    answer = process_partial_response(event=event, record_handler=handle, processor=processor)
     logger.info("%d messages: %d runs started, %d documents deleted, %d skipped, %d handed back",
-                len(messages), len(started), deleted, skipped, len(failed))
-    return {"started": started, "deleted": deleted, "skipped": skipped,
-            "batchItemFailures": [{"itemIdentifier": m} for m in failed]}
+                len(event["Records"]), len(totals["started"]), totals["deleted"], totals["skipped"],
+                len(answer["batchItemFailures"]))
+    return {**totals, **answer}
 
 
 def handle_s3_event(event: dict) -> dict:

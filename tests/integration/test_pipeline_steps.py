@@ -156,6 +156,26 @@ def test_a_database_outage_sends_the_rest_of_the_batch_back_untried(pending_doc,
     assert len(tried) == 1
 
 
+def test_a_message_that_fails_alone_is_handed_back_alone(pending_doc, emulator_s3, monkeypatch):
+    from chalicelib.documents import trigger
+
+    kb, doc = pending_doc
+    real_delete = trigger._delete_by_key
+
+    def broken_for_one_key(bucket, kb_id, key):
+        if key.endswith("/broken.txt"):
+            raise ValueError("a defect met by this message alone")
+        return real_delete(bucket, kb_id, key)
+
+    monkeypatch.setattr(trigger, "_delete_by_key", broken_for_one_key)
+    batch = {"Records": [_message(0, _removed(emulator_s3, f"kb/{kb['id']}/broken.txt")),
+                         _message(1, _removed(emulator_s3, doc["s3_key"]))]}
+    answer = trigger.handle_event(batch)
+    assert answer["batchItemFailures"] == [{"itemIdentifier": "m0"}] and answer["deleted"] == 1
+    with connection() as conn:
+        assert documents.get(conn, doc["id"]) is None
+
+
 @pytest.mark.parametrize("paragraphs,outcome,inline", [(3, "STORED", True), (3, "STORED", False),
                                                       (steps.EMBED_BATCH + 40, "CHUNKED", False)])
 def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, emulator_s3, paragraphs, outcome,
