@@ -27,6 +27,7 @@ class Settings:
     max_file_bytes: int
     max_uncompressed_bytes: int
     max_pages: int
+    upload_url_seconds: int  # a presigned PUT's lifetime; a registration whose bytes never came expires then
     key_rate_per_second: int
     bad_keys_per_minute: int
     cors_origins: tuple[str, ...]
@@ -52,6 +53,7 @@ def load_settings() -> Settings:
         max_file_bytes=int(env.get("MAX_FILE_BYTES", str(100 * 1024 * 1024))),
         max_uncompressed_bytes=int(env.get("MAX_UNCOMPRESSED_BYTES", str(512 * 1024 * 1024))),
         max_pages=int(env.get("MAX_PAGES", "5000")),
+        upload_url_seconds=int(env.get("UPLOAD_URL_SECONDS", str(limits.PRESIGNED_EXPIRY_SECONDS))),
         key_rate_per_second=int(env.get("KEY_RATE_PER_SECOND", str(limits.KEY_RATE_PER_SECOND))),
         bad_keys_per_minute=int(env.get("BAD_KEYS_PER_MINUTE", str(limits.BAD_KEYS_PER_MINUTE))),
         cors_origins=tuple(o.strip().rstrip("/") for o in env.get("CORS_ORIGINS", "").split(",") if o.strip()),

@@ -1,7 +1,8 @@
 """The sweep that keeps every document moving toward a verdict. On a schedule:
 - a run that ended without one (an emulator or Lambda restart, a lost execution) is
   started again, up to MAX_RUN_ATTEMPTS with a doubling wait, then FAILED EXECUTION_ENDED;
-- an upload registered through the API whose bytes never came ends FAILED UPLOAD_EXPIRED;
+- an upload registered through the API whose bytes never came ends FAILED UPLOAD_EXPIRED
+  once its URL has expired (this part alone also every minute);
 - S3 events the trigger could not handle (its dead-letter queue) are replayed;
 - an extraction job whose function ended without a result ends FAILED JOB_ENDED;
 - hourly, and on demand per knowledge base, the bucket is compared with the database."""
@@ -10,7 +11,6 @@ import logging
 
 from botocore.exceptions import ClientError
 
-from chalicelib import limits
 from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.documents.runs import restart_run
@@ -22,9 +22,10 @@ from chalicelib.storage import connection, document_status, extraction_jobs, kno
 logger = logging.getLogger(__name__)
 ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 MAX_RUN_ATTEMPTS = 3
-# A presigned URL is good for PRESIGNED_EXPIRY_SECONDS; a PUT begun just before
-# the end still needs time to land and notify.
-REGISTRATION_GRACE_SECONDS = 120
+# A registration expires this long after its URL (settings.upload_url_seconds): the URL is
+# signed a moment after the row is written, and a PUT begun at its very end still lands. One
+# that lands later is not lost: its object's S3 event makes the document PENDING again.
+REGISTRATION_GRACE_SECONDS = 30
 # The knowledge_extract function runs for at most 900 s; a job untouched for longer than
 # that plus a margin has no function left working on it.
 EXTRACTION_JOB_STALLED_SECONDS = 1200
@@ -38,6 +39,8 @@ def reconcile(event: dict) -> dict:
              "extractionJobs": fail_stalled_extractions}
     if event.get("sync"):
         parts["sync"] = sync_all
+    if event.get("only"):  # the minute's schedule: {"only": ["expired"]}
+        parts = {name: part for name, part in parts.items() if name in event["only"]}
     report = {}
     for name, part in parts.items():
         try:
@@ -96,11 +99,14 @@ def _execution_status(sfn, execution_arn) -> str:
 
 
 def expire_registrations() -> list[str]:
-    """A registration whose bytes did arrive (their S3 event was lost) is ingested
-    instead of expired."""
-    bucket, expired = load_settings().bucket, []
+    """Registrations whose URL has expired: FAILED UPLOAD_EXPIRED, unless their object is in
+    the bucket (its S3 event was lost, or is still on its way): that one is ingested instead.
+    Run every minute (infra/template.yaml), so a registration expires within about a
+    minute and a half of its URL."""
+    settings, expired = load_settings(), []
+    bucket = settings.bucket
     with connection() as conn:
-        stale = document_status.stale_registrations(conn, limits.PRESIGNED_EXPIRY_SECONDS + REGISTRATION_GRACE_SECONDS)
+        stale = document_status.stale_registrations(conn, settings.upload_url_seconds + REGISTRATION_GRACE_SECONDS)
     for doc in stale:
         try:
             if objects.exists(bucket, doc["s3_key"]):

@@ -166,7 +166,7 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
     if raw is not None:
         s3.put_object(Bucket=settings.bucket, Key=key, Body=raw, ContentType=content_type)
         return Upload(document=doc, put=None, result=result)
-    expires = limits.PRESIGNED_EXPIRY_SECONDS
+    expires = settings.upload_url_seconds
     url = s3_presigner().generate_presigned_url("put_object", ExpiresIn=expires, Params={
         "Bucket": settings.bucket, "Key": key, "ContentType": content_type, "ContentLength": size})
     return Upload(document=doc, put=PresignedPut(url=url, content_type=content_type, size=size,
