@@ -4,7 +4,8 @@ import logging
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
-from chalicelib.api import agents, console, documents, edge, health, keys, knowledge, knowledge_bases, mcp, search
+from chalicelib.api import (agents, bedrock_compat, console, documents, edge, health, keys, knowledge, knowledge_bases,
+                            mcp, openai_compat, search)
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.documents import reconcile, trigger
 from chalicelib.ingestion import steps
@@ -27,6 +28,10 @@ app.register_blueprint(health)
 app.register_blueprint(keys)
 app.register_blueprint(mcp)
 app.register_blueprint(console)
+app.register_blueprint(openai_compat)  # OpenAI's vector stores and files under /v1
+app.register_blueprint(bedrock_compat)  # Bedrock's Retrieve
+# POST /v1/files bodies are multipart: API Gateway hands them over base64-encoded, byte for byte.
+app.api.binary_types.append("multipart/form-data")
 edge.install(app)  # after the blueprints: it reads their routes
 
 

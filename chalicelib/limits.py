@@ -161,3 +161,17 @@ RATE_LIMIT_REDIS_TIMEOUT_SECONDS = 1.0
 HEALTH_CONNECT_SECONDS = 2
 HEALTH_ANSWER_SECONDS = 4
 HEALTH_SLOW_MS = 1000
+
+# The OpenAI vector-store and Bedrock Retrieve APIs (chalicelib/compat): their own names and
+# defaults, within the search's limits above. OpenAI allows 50 results and Bedrock 100; a
+# search here answers at most TOP_K.high, so more is a 400 naming this limit.
+OPENAI_SEARCH_RESULTS = Range(1, TOP_K.high, 10)  # max_num_results; OpenAI's default is 10
+OPENAI_LIST_PAGE = Range(1, 100, 20)  # limit of the list endpoints, as OpenAI's
+OPENAI_ATTRIBUTES_MAX = 16  # OpenAI's: 16 attributes, keys of 64 characters, strings of 512
+OPENAI_ATTRIBUTE_KEY_MAX_CHARS = 64
+OPENAI_ATTRIBUTE_VALUE_MAX_CHARS = 512
+OPENAI_QUERIES_MAX = 10  # a search's query may be a list of strings
+BEDROCK_RESULTS = Range(1, TOP_K.high, 5)  # numberOfResults; Bedrock's default is 5
+# Both APIs answer every passage they find: the token budget of the product's search
+# (maxTokens) is at its highest so no passage is left out to fit a context window.
+COMPAT_MAX_TOKENS = int(MAX_TOKENS.high)

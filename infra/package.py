@@ -180,6 +180,11 @@ def finish_template(sam_yaml: Path) -> dict:
     template["Parameters"]["MigrationsVersion"]["Default"] = digest[:16]
     # Chalice names an unmanaged role in its config; each function has its own here.
     template["Resources"].pop("DefaultRole", None)
+    # The definition's binary media types also as the API's property: the emulators' import
+    # reads only the property, and without it a multipart upload (POST /v1/files) reaches the
+    # function as UTF-8 text, its binary bytes replaced.
+    api = template["Resources"]["RestAPI"]["Properties"]
+    api["BinaryMediaTypes"] = list(api["DefinitionBody"].get("x-amazon-apigateway-binary-media-types", []))
     return template
 
 

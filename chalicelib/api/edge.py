@@ -14,6 +14,8 @@ from typing import Optional
 from chalice import Chalice, Response
 
 from chalicelib import errors
+from chalicelib.api.bedrock_compat import PREFIXES as BEDROCK_PREFIXES, error_response as bedrock_error
+from chalicelib.api.openai_compat import PREFIX as OPENAI_PREFIX, error_response as openai_error
 from chalicelib.api.http import JSON_HEADERS, error_body, error_response
 from chalicelib.config import load_settings
 
@@ -23,6 +25,12 @@ PREFLIGHT_MAX_AGE = 600
 # Chalice's own error bodies ({"Code", "Message"}) and the envelope's codes for them.
 _CHALICE_CODES = {"UnsupportedMediaType": errors.Unsupported, "MethodNotAllowedError": errors.MethodNotAllowed,
                   "BadRequest": errors.Invalid}
+# Paths that answer another API's errors (OpenAI's, Bedrock's), and what makes them.
+ERROR_SHAPES = ((OPENAI_PREFIX, openai_error), *((prefix, bedrock_error) for prefix in BEDROCK_PREFIXES))
+
+
+def _responder(path: str):
+    return next((shape for prefix, shape in ERROR_SHAPES if path.startswith(prefix)), error_response)
 
 
 def allowed_origin(origin: Optional[str]) -> Optional[str]:
@@ -65,11 +73,12 @@ def install(app: Chalice) -> None:
         request = app.current_request
         path = "/" + (request.uri_params or {}).get("proxy", "").strip("/")
         methods = methods_of(path)
+        respond = _responder(path)
         if request.method == "OPTIONS" and methods is not None:
             return _preflight(request, methods)
         if methods is None:
-            return error_response(errors.NotFound(f"no endpoint at {path}; see docs/openapi.yaml"))
-        response = error_response(errors.MethodNotAllowed(
+            return respond(errors.NotFound(f"no endpoint at {path}; see docs/openapi.yaml"))
+        response = respond(errors.MethodNotAllowed(
             f"{request.method} is not a method of {path}; it takes {', '.join(methods)}"))
         response.headers["Allow"] = ", ".join(methods)
         return response
@@ -77,7 +86,7 @@ def install(app: Chalice) -> None:
     @app.middleware("http")
     def envelope_and_cors(event, get_response):
         response = get_response(event)
-        _into_envelope(response)
+        _into_envelope(response, getattr(event, "path", None) or "")
         # a new dict: views may share one headers dict (http.JSON_HEADERS) between responses
         response.headers = {**response.headers, **_cors_headers(_header(event, "origin"))}
         return response
@@ -102,12 +111,19 @@ def _preflight(request, methods: list[str]) -> Response:
         "Access-Control-Allow-Headers": ALLOWED_HEADERS, "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE)})
 
 
-def _into_envelope(response: Response) -> None:
-    """Chalice's {"Code", "Message"} answers (415 for a body that is not JSON, 405) in the envelope."""
+def _into_envelope(response: Response, path: str = "") -> None:
+    """Chalice's {"Code", "Message"} answers (415 for a body that is not JSON, 405) in the envelope
+    (or in the error shape of the API the path belongs to)."""
     body = response.body
     if not (isinstance(body, dict) and set(body) == {"Code", "Message"}):
         return
     kind = _CHALICE_CODES.get(body["Code"], errors.ServiceError)
+    respond = _responder(path)
+    if respond is not error_response:  # its routes say what they take (POST /v1/files: multipart)
+        shaped = respond(kind(body["Message"]))
+        response.body, response.status_code = shaped.body, shaped.status_code
+        response.headers = {**response.headers, **shaped.headers}
+        return
     err = kind(body["Message"] + ("; send application/json" if kind is errors.Unsupported else ""))
     response.body = json.dumps({"success": False, "error": error_body(err)})
     response.headers = {**response.headers, **JSON_HEADERS}

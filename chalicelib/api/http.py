@@ -87,10 +87,11 @@ def query_params(request) -> dict:
     return params
 
 
-def authenticated(blueprint) -> Callable:
+def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] = error_response) -> Callable:
     """Route decorator: resolves the bearer key to a Principal (401 otherwise; 429 once
     an address sent too many bad keys or a key is over its rate), passes it as the first
-    argument, and turns a ServiceError into the error envelope."""
+    argument, and turns a ServiceError into the error envelope (or into what `respond`
+    makes of it: the OpenAI and Bedrock routes answer in their APIs' own error shapes)."""
     def decorate(view: Callable) -> Callable:
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
@@ -110,10 +111,10 @@ def authenticated(blueprint) -> Callable:
             except errors.ServiceError as err:
                 if status_of(err) >= 500:
                     logger.warning("answered %s: %s", err.code, err.message)
-                return error_response(err)
+                return respond(err)
             except Exception:
                 logger.exception("unhandled error")
-                return error_response(errors.ServiceError("an internal error occurred"))
+                return respond(errors.ServiceError("an internal error occurred"))
         return wrapper
     return decorate
 
