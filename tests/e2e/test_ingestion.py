@@ -9,6 +9,7 @@ import zipfile
 import psycopg
 import pytest
 
+from chalicelib.limits import DATABASE_TIMEOUTS_MS
 from tests.e2e.conftest import find_document, wait_for_status
 
 BUCKET = "kb-documents-local"
@@ -214,7 +215,8 @@ def test_a_fault_in_store_is_retried_without_duplicate_chunks(api, s3, kb, db, l
                 break
             time.sleep(0.2)
         assert waiting, "Store never reached the chunks table"
-        time.sleep(6)  # past Store's 5 s lock_timeout: that attempt fails
+        # past the pipeline's lock_timeout (30 s: limits.DATABASE_TIMEOUTS_MS): that attempt fails
+        time.sleep(DATABASE_TIMEOUTS_MS["pipeline"][1] / 1000 + 1)
         blocker.rollback()
     doc, _ = wait_for_status(api, kb["id"], "log.txt", timeout=120)
     assert doc["status"] == "PROCESSED", doc["error"]
