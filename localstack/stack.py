@@ -185,7 +185,26 @@ def run_demo(api_url: str, key: str, kb: dict) -> None:
     print(f"\nknowledge base {kb['id']}")
 
 
+def resume_cut_runs(session, reconcile_function: str) -> list[str]:
+    """The ingestion runs a stop of the emulator cut short, started again now rather than at
+    the reconcile sweep's next tick (every 5 minutes): the emulator does not resume the
+    executions it was running (it ends them States.ServiceRestart), and their documents
+    wait PENDING or PROCESSING. The sweep's own part, at once: the ids it restarted."""
+    answer = session.client("lambda").invoke(FunctionName=reconcile_function,
+                                              Payload=json.dumps({"only": ["runs"], "minAgeSeconds": 0}).encode())
+    report = json.loads(answer["Payload"].read())
+    if "FunctionError" in answer or "error" in report.get("runs", {}):
+        print(f"warning    could not start again the runs the last stop cut short ({report});"
+              " the reconcile sweep retries within 5 minutes")
+        return []
+    restarted = report["runs"]["restarted"]
+    if restarted:
+        print(f"resumed    {len(restarted)} ingestion runs the last stop of the emulator cut short")
+    return restarted
+
+
 def up(with_demo: bool) -> None:
+    emulator_was_running = services.emulator_healthy()
     urls = services.start_all()
     print(f"postgres   {urls['DATABASE_URL']}\nredis      {urls['REDIS_URL']}\n"
           f"ministack  {urls['AWS_ENDPOINT_URL']}")
@@ -221,6 +240,8 @@ def up(with_demo: bool) -> None:
                     "KB_SEARCH_FUNCTION": outputs["SearchFunctionName"],
                     "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
                     "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK})
+    if not emulator_was_running:
+        resume_cut_runs(session, outputs["ReconcileFunctionName"])
     kb, agent = demo_agent(api_url, key)
     mcp_url = f"{api_url}/agents/{agent['id']}/mcp"
     write_env_file({**read_env_file(), "KB_MCP_URL": mcp_url})

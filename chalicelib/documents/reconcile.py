@@ -1,6 +1,7 @@
 """The sweep that keeps every document moving toward a verdict. On a schedule:
 - a run that ended without one (an emulator or Lambda restart, a lost execution) is
-  started again, up to MAX_RUN_ATTEMPTS with a doubling wait, then FAILED EXECUTION_ENDED;
+  started again, up to MAX_RUN_ATTEMPTS with a doubling wait (an emulator restart costs no
+  attempt; `make up` runs this part at once after starting the emulator), then FAILED EXECUTION_ENDED;
 - an upload registered through the API whose bytes never came ends FAILED UPLOAD_EXPIRED
   once its URL has expired (this part alone also every minute);
 - S3 events the trigger could not handle (its dead-letter queue) are replayed;
@@ -22,6 +23,8 @@ from chalicelib.storage import connection, document_status, extraction_jobs, kno
 logger = logging.getLogger(__name__)
 ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 MAX_RUN_ATTEMPTS = 3
+# ministack's error for the executions it was running when it stopped (it does not resume them).
+EMULATOR_RESTARTED = "States.ServiceRestart"
 # A registration expires this long after its URL (settings.upload_url_seconds): the URL is
 # signed a moment after the row is written, and a PUT begun at its very end still lands. One
 # that lands later is not lost: its object's S3 event makes the document PENDING again.
@@ -58,11 +61,13 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
         candidates = document_status.unfinished(conn, min_age_seconds)
     for doc in candidates:
         try:
-            status = _execution_status(sfn, doc["execution_arn"])
+            status, error = _execution_status(sfn, doc["execution_arn"])
             if status not in ENDED and status != "MISSING":
                 continue  # still running
-            if doc["run_attempts"] < MAX_RUN_ATTEMPTS:
-                if restart_run(load_settings().bucket, doc, attempt=doc["run_attempts"] + 1):
+            # A run the emulator's restart ended says nothing of the document: it costs no attempt.
+            attempt = doc["run_attempts"] + (error != EMULATOR_RESTARTED)
+            if attempt <= MAX_RUN_ATTEMPTS:
+                if restart_run(load_settings().bucket, doc, attempt=attempt):
                     restarted.append(doc["id"])
                 continue
             with connection() as conn:
@@ -87,15 +92,17 @@ def fail_stalled_extractions(older_than_seconds: int = EXTRACTION_JOB_STALLED_SE
     return {"failed": failed}
 
 
-def _execution_status(sfn, execution_arn) -> str:
+def _execution_status(sfn, execution_arn) -> tuple[str, str | None]:
+    """(status, error) of the run's execution."""
     if not execution_arn:
-        return "MISSING"  # the run's StartExecution never succeeded
+        return "MISSING", None  # the run's StartExecution never succeeded
     try:
-        return sfn.describe_execution(executionArn=execution_arn)["status"]
+        described = sfn.describe_execution(executionArn=execution_arn)
     except ClientError as err:
         if err.response["Error"]["Code"] != "ExecutionDoesNotExist":
             raise
-        return "MISSING"
+        return "MISSING", None
+    return described["status"], described.get("error")
 
 
 def expire_registrations() -> list[str]:

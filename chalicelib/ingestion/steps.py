@@ -262,18 +262,28 @@ def finalize_step(event: dict) -> dict:
 
 
 def mark_failed_step(event: dict) -> dict:
+    """FAILED with the run's error code, unless the error says only that the run was cut
+    short (run_cut_short): then the document stays in flight under this run, and the
+    reconcile sweep starts it again once it sees the execution ended. A document this run
+    already switched to its chunks keeps that verdict (document_status.mark_failed)."""
     state = RunState.from_json(event)
+    cut_short = None if state.failure else run_cut_short(state.error or {})
     if state.failure:
         code, message = state.failure["code"], state.failure["message"]
     else:
         code, message = failure_from_error(state.error or {})
     with _logged(state, "mark_failed"):
-        logger.warning("document failed: %s %s", code, message)
-        with connection() as conn:
-            document_status.mark_failed(conn, state.document_id, state.run_id, code, message)
+        if cut_short:
+            logger.warning("the run was cut short (%s); the reconcile sweep starts the document again", cut_short)
+            code = None
+        else:
+            with connection() as conn:
+                failed = document_status.mark_failed(conn, state.document_id, state.run_id, code, message)
+            logger.warning("document failed: %s %s" if failed else
+                           "the run failed (%s %s), but the document is no longer in flight under it", code, message)
         _discard_staged(state)
         _clean_work(state)
-    return {"documentId": state.document_id, "status": FAILED, "errorCode": code}
+    return {"documentId": state.document_id, "status": "IN_FLIGHT" if cut_short else FAILED, "errorCode": code}
 
 
 def failure_from_error(error: dict) -> tuple[str, str]:
@@ -297,6 +307,36 @@ def failure_from_error(error: dict) -> tuple[str, str]:
     if name == "States.Timeout" or name == "Sandbox.Timedout":
         return "TIMEOUT", "a pipeline step ran out of time"
     return "INTERNAL_ERROR", f"{name}: {message}"[:2000]
+
+
+# A step whose function's worker went away before it answered: the error says where it ran,
+# not what the document holds, so it decides nothing about the document. AWS's names for a
+# Lambda service fault or a runtime that exited (a worker killed, out of memory), once the
+# state machine's retries are spent on them; and ministack's, whose Lambda workers are its
+# own child processes, which `make down` stops with it while its executions' threads run on:
+# a worker that cannot start is a RuntimeError or BrokenPipeError there (a handler's own
+# exception it always calls Runtime.HandlerError), a worker that died is named by its message.
+# Seen when the emulator stopped under five runs: Finalize's "RuntimeError: Worker process
+# exited immediately. stderr: " made a stored document FAILED INTERNAL_ERROR (issue 33).
+_CUT_SHORT_ERRORS = frozenset({"Runtime.ExitError", "Lambda.ServiceException", "Lambda.AWSLambdaException",
+                               "Lambda.SdkClientException", "Lambda.Unknown", "Lambda.TooManyRequestsException",
+                               "States.ServiceRestart", "BrokenPipeError"})
+_CUT_SHORT_MESSAGES = ("Worker process exited", "Worker process died", "Worker returned no response",
+                       "No JSON init response from worker", "Runtime exited")
+
+
+def run_cut_short(error: dict) -> str | None:
+    """"<Error>: <message>" when the Error/Cause a Catch put into the state says the run's
+    worker or the emulator went away rather than anything about the document; else None."""
+    name, cause = error.get("Error", ""), error.get("Cause", "")
+    try:
+        detail = json.loads(cause)
+    except (TypeError, ValueError):
+        detail = None
+    message = str(detail.get("errorMessage", "")) if isinstance(detail, dict) else str(cause or "")
+    if name in _CUT_SHORT_ERRORS or message.startswith(_CUT_SHORT_MESSAGES):
+        return f"{name}: {message}"[:500]
+    return None
 
 
 def _discard_staged(state: RunState) -> None:

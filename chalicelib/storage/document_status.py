@@ -106,10 +106,12 @@ def mark_processed(conn: psycopg.Connection, doc_id: str, *, version: str, chunk
 
 
 def mark_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str, message: str) -> bool:
-    """FAILED with a code; the chunks of the last good version stay searchable."""
+    """FAILED with a code; the chunks of the last good version stay searchable. A run that
+    switched the document to its chunks has given its verdict: a later step's fault (Finalize
+    when the emulator stopped under it) does not undo it."""
     return conn.execute(
         "UPDATE documents SET status = 'FAILED', error_code = %s, error_message = %s,"
-        " updated_at = now() WHERE id = %s AND current_run_id = %s",
+        " updated_at = now() WHERE id = %s AND current_run_id = %s AND status IN ('PENDING', 'PROCESSING')",
         (code, message[:2000], doc_id, run_id),
     ).rowcount == 1
 
@@ -200,10 +202,10 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the switch to the run's chunks (Chunk or Store; an entry's write)"),
     Transition(insert_entry, frozenset({NEW}), PROCESSING, ("chalicelib.documents.entries",),
                "an entry, switched to its chunks in the same transaction"),
-    Transition(mark_failed, frozenset({PENDING, PROCESSING, PROCESSED}), FAILED,
+    Transition(mark_failed, frozenset({PENDING, PROCESSING}), FAILED,
                ("chalicelib.ingestion.steps", _SWEEP),
-               "MarkFailed (PROCESSED: Finalize failed after the switch), or the sweep: a run ended without"
-               " a verdict more than MAX_RUN_ATTEMPTS times"),
+               "MarkFailed (never after the run's switch: a Finalize that failed leaves it PROCESSED), or the"
+               " sweep: a run ended without a verdict more than MAX_RUN_ATTEMPTS times"),
     Transition(mark_upload_expired, frozenset({PENDING}), FAILED, (_SWEEP,),
                "the sweep: a registration's URL expired and its object is not in the bucket"),
 )

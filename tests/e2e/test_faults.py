@@ -2,7 +2,10 @@
 database is stopped while files are dropped, the emulator is restarted, uploads are
 registered and never sent, S3 events are dead-lettered, and objects and rows drift apart."""
 import json
+import re
 import secrets
+import subprocess
+import sys
 import time
 
 import psycopg
@@ -10,7 +13,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from localstack import services
-from tests.e2e.conftest import find_document, wait_for_status
+from tests.conftest import ROOT
+from tests.e2e.conftest import find_document, list_documents, wait_for_status
 
 BUCKET = "kb-documents-local"
 RECONCILE = "kb-service-pipeline-reconcile"
@@ -123,3 +127,41 @@ def test_objects_survive_an_emulator_restart(api, kb, s3):
     assert body == b"The survivor keeps the bell rope."
     found = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": "bell rope"}).json()["data"]
     assert found["results"][0]["source"] == "survivor.txt"
+
+
+def _log_book(i: int, sections: int = 80) -> bytes:
+    """A Markdown file of 80 chunks (a section each: two embedding batches), a run of every step."""
+    words = "harbour tide lantern keeper rope bell storm ledger cargo sail anchor mast gull reef beacon fog".split()
+    text = [f"# Log book {i}"]
+    for s in range(sections):
+        line = " ".join(words[(i + s + k) % len(words)] for k in range(12))
+        text.append(f"## Watch {s}\n\n" + " ".join(f"{line} {n}." for n in range(24)))
+    return "\n\n".join(text).encode()
+
+
+def test_documents_in_flight_when_the_emulator_restarts_all_end_processed(api, kb, s3, db):
+    """Issue 33: `make down` then `make up` with five documents in flight left one FAILED
+    INTERNAL_ERROR ("RuntimeError: Worker process exited immediately": the emulator's
+    threads ran on while it stopped, a step's new worker could not start, and MarkFailed
+    took that for the document's verdict). A restart decides nothing: the emulator ends
+    the runs it was running, and `make up` starts them again at once."""
+    names = [f"restart/log-{i}.md" for i in range(5)]
+    for i, name in enumerate(names):
+        s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/{name}", Body=_log_book(i))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # stop the emulator once every run is embedding its batches
+        docs = list_documents(api, kb["id"], prefix="restart/")
+        assert "PROCESSED" not in {d["status"] for d in docs}, f"a run ended before the restart: {docs}"
+        if len(docs) == len(names) and all("chunk" in (d.get("stepDurationsMs") or {}) for d in docs):
+            break
+        time.sleep(0.2)
+    services.emulator_down()
+    up = subprocess.run([sys.executable, str(ROOT / "localstack" / "stack.py"), "up", "--no-demo"],
+                        capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr
+    resumed = re.search(r"resumed +(\d+) ingestion runs", up.stdout)
+    assert resumed and int(resumed.group(1)) >= 1, up.stdout  # the stop did cut runs short
+    for name in names:
+        doc, seen = wait_for_status(api, kb["id"], name, timeout=240)
+        assert doc["status"] == "PROCESSED", (name, seen, doc.get("error"))
+        assert doc["chunks"] == _chunk_count(db, doc["id"]) > 64, name

@@ -207,3 +207,38 @@ def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, em
     else:
         assert stored == 0 and len(answer["batches"]) == 2
         objects.delete_prefix(emulator_s3, steps._work_key(state, ""))
+
+
+def _caught(name: str, message: str) -> dict:
+    """The error a Catch puts into the state, as the emulator words it."""
+    return {"Error": name, "Cause": json.dumps({"errorMessage": message, "errorType": name})}
+
+
+def test_a_run_cut_short_or_already_stored_is_not_marked_failed(pending_doc, emulator_s3):
+    """Issue 33: the emulator stopped under five runs; one run's Store had switched its
+    document to its chunks, Finalize's new worker could not start, and MarkFailed made the
+    document FAILED INTERNAL_ERROR. A worker that went away leaves the document in flight
+    for the reconcile sweep; a run's switch is its verdict, whatever fails after it."""
+    from chalicelib.ingestion.extract import extract
+    from chalicelib.ingestion.model import RunState
+
+    kb, doc = pending_doc
+    state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
+    with connection() as conn:
+        document_status.mark_processing(conn, doc["id"], "run1", content_hash="h", size_bytes=10, metadata={})
+    answer = steps.mark_failed_step({**state.to_json(), "outcome": "EXTRACTED",
+                                     "error": _caught("RuntimeError", "Worker process exited immediately. stderr: ")})
+    assert answer["errorCode"] is None
+    with connection() as conn:
+        row = documents.get(conn, doc["id"])
+        assert (row["status"], row["error_code"]) == ("PROCESSING", None)
+        assert doc["id"] in {d["id"] for d in document_status.unfinished(conn, 0)}  # the sweep starts it again
+
+    stored = steps.chunk_step({**state.to_json(), "outcome": "EXTRACTED",
+                               "extracted": extract(b"The keeper trims the wick at dusk.", "a.txt").to_dict()})
+    assert stored["outcome"] == "STORED"
+    for error in (_caught("RuntimeError", "Worker process exited immediately. stderr: "),
+                  _caught("Runtime.HandlerError", "KeyError: 'documentId'")):  # a defect after the switch
+        steps.mark_failed_step({**stored, "error": error})
+        with connection() as conn:
+            assert documents.get(conn, doc["id"])["status"] == "PROCESSED", error

@@ -4,7 +4,7 @@ import json
 from chalicelib.auth import bearer_token
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.objects import decoded_key, parse_document_key
-from chalicelib.ingestion.steps import failure_from_error
+from chalicelib.ingestion.steps import failure_from_error, run_cut_short
 
 
 def test_document_keys_name_their_knowledge_base():
@@ -66,3 +66,21 @@ def test_each_error_kind_has_its_status_and_an_unknown_kind_is_a_500():
     assert error_body(errors.Invalid.field("topK", "must be an integer", code="INVALID_ARGUMENTS")) == {
         "code": "INVALID_ARGUMENTS", "message": "topK: must be an integer"}
     assert error_body(errors.NotFound.thing("knowledge base", "kb_1"))["message"] == "knowledge base kb_1 was not found"
+
+
+def test_a_worker_that_went_away_cuts_the_run_short_and_decides_nothing():
+    """What ministack answered when `make down` stopped it under five runs (issue 33): Finalize's
+    new worker could not start, and MarkFailed made a stored document FAILED INTERNAL_ERROR."""
+    def caught(name, message):
+        return {"Error": name, "Cause": json.dumps({"errorMessage": message, "errorType": name})}
+
+    for error in (caught("RuntimeError", "Worker process exited immediately. stderr: "),
+                  caught("Runtime.HandlerError", "Worker process died"),
+                  caught("BrokenPipeError", "[Errno 32] Broken pipe"),
+                  caught("Runtime.ExitError", "Runtime exited with error: signal: killed"),
+                  caught("Lambda.ServiceException", "Lambda is unavailable")):
+        assert run_cut_short(error).startswith(error["Error"]), error
+    for error in (caught("Runtime.HandlerError", "KeyError: 'pages'"), caught("RuntimeError", "a defect"),
+                  {"Error": "States.Timeout", "Cause": ""},
+                  caught("Runtime.HandlerError", json.dumps({"code": "ENCRYPTED", "message": "x"}))):
+        assert run_cut_short(error) is None, error

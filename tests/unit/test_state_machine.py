@@ -36,7 +36,7 @@ def test_a_defect_is_not_retried_but_marks_the_document_failed(step, error):
 
 @pytest.mark.parametrize("step", WORK_STEPS)
 def test_lambda_service_errors_and_throttles_are_retried(step):
-    for error in ("Lambda.ServiceException", "Lambda.TooManyRequestsException", "Sandbox.Timedout"):
+    for error in ("Lambda.ServiceException", "Lambda.TooManyRequestsException", "Sandbox.Timedout", "Runtime.ExitError"):
         assert retrier(TASKS[step], error) is not None, error
 
 
