@@ -69,6 +69,10 @@ PRESIGNED_EXPIRY_SECONDS = 900
 ENTRY_TITLE_MAX_CHARS = 500
 ENTRY_CONTENT_MAX_CHARS = 200_000
 ENTRY_SEARCH_RESULTS = Range(1, 20, 5)
+# knowledge_search answers each entry's whole text (seed 001: "the synthesized answer,
+# truncated if needed") up to this many tokens: the default 5 results fill about the
+# 4,000 tokens a knowledge-base tool's passages get (MAX_TOKENS), 20 at most 16,000.
+KNOWLEDGE_SEARCH_CONTENT_TOKENS = 800
 # knowledge-search and the knowledge_search tool answer an entry only when its passage's
 # cosine similarity to the query reaches this (the quick-add tools' threshold, above):
 # a question about something no entry covers answers nothing rather than the nearest.

@@ -1,6 +1,8 @@
 // Agents and their knowledge-base tools: list and create agents; an agent's tools with
-// badges and the deleted-knowledge-base warning; "Browse Knowledge Bases" (stats, linked,
-// quick add, configure); configure and edit with seed 000's rules; remove; try it.
+// badges and the deleted-knowledge-base warning; "Add Knowledge Base" (stats, linked,
+// quick add, configure and back to the list); configure and edit with seed 000's rules;
+// remove; try it. The API answers seed 000's shapes: the knowledge bases as `data`, a
+// tool added or edited as `data.tool`.
 import { api } from './api.js';
 import {
   announce, badge, busy, confirmDialog, errorBox, field, fmtDate, fmtNumber, h, openDialog, put, table,
@@ -78,8 +80,8 @@ export async function renderAgent(ctx, id) {
         : h('p', { class: 'muted', text: 'No tools yet: browse the knowledge bases to link one.' }));
     } catch (err) { failure.show(err); }
   };
-  const browse = h('button', { type: 'button', class: 'primary', text: 'Browse Knowledge Bases',
-    onclick: () => browseDialog(agent, refresh) });
+  const browse = h('button', { type: 'button', class: 'primary', onclick: () => browseDialog(agent, refresh) },
+    databaseIcon(), 'Add Knowledge Base');
   put(ctx.main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/agents', text: 'Agents' }), ' / '),
     h('div', { class: 'page-head' }, h('h1', { text: agent.name }), browse),
@@ -152,10 +154,10 @@ function tryIt(agent, tool) {
 async function browseDialog(agent, refresh) {
   const failure = errorBox();
   const list = h('div', { class: 'browse-list' }, h('p', { class: 'muted', text: 'Loading…' }));
-  const { close } = openDialog({ title: 'Browse Knowledge Bases', body: h('div', {}, failure, list), wide: true });
+  const { close } = openDialog({ title: 'Add Knowledge Base', body: h('div', {}, failure, list), wide: true });
   const load = async (focusId) => {
     let items;
-    try { items = (await api('GET', `${agentPath(agent.id)}/available-knowledge-bases`)).items; } catch (err) {
+    try { items = await api('GET', `${agentPath(agent.id)}/available-knowledge-bases`); } catch (err) {
       failure.show(err);
       return;
     }
@@ -172,7 +174,7 @@ async function browseDialog(agent, refresh) {
       quick.addEventListener('click', async () => {
         failure.clear();
         try {
-          const tool = await busy(quick, api('POST', `${agentPath(agent.id)}/knowledge-base-tools`,
+          const { tool } = await busy(quick, api('POST', `${agentPath(agent.id)}/knowledge-base-tools`,
             { quickAdd: true, knowledgeBaseId: kb.id }));
           announce(`Tool ${tool.name} added`);
           await Promise.all([refresh(), load(kb.id)]);
@@ -180,7 +182,7 @@ async function browseDialog(agent, refresh) {
       });
       configure.addEventListener('click', () => {
         close();
-        toolDialog({ agent, kb, onDone: refresh });
+        toolDialog({ agent, kb, onDone: refresh, onBack: () => browseDialog(agent, refresh) });
       });
       return h('li', { class: 'kb-choice', 'aria-labelledby': titleId, 'data-kb-id': kb.id },
         h('div', { class: 'tool-head' }, h('h3', { id: titleId, text: kb.name }),
@@ -197,14 +199,34 @@ async function browseDialog(agent, refresh) {
   await load();
 }
 
+// Seed 000's Database icon (lucide's), drawn inline: the content policy allows no other images.
+function databaseIcon() {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  const attrs = { viewBox: '0 0 24 24', width: 16, height: 16, fill: 'none', stroke: 'currentColor', 'stroke-width': 2,
+    'stroke-linecap': 'round', 'stroke-linejoin': 'round', 'aria-hidden': 'true', focusable: 'false', class: 'icon',
+    'data-icon': 'database' };
+  for (const [name, value] of Object.entries(attrs)) svg.setAttribute(name, value);
+  const shape = (tag, values) => {
+    const el = document.createElementNS(NS, tag);
+    for (const [name, value] of Object.entries(values)) el.setAttribute(name, value);
+    svg.append(el);
+  };
+  shape('ellipse', { cx: 12, cy: 5, rx: 9, ry: 3 });
+  shape('path', { d: 'M3 5v14a9 3 0 0 0 18 0V5' });
+  shape('path', { d: 'M3 12a9 3 0 0 0 18 0' });
+  return svg;
+}
+
 function suggestedName(kbName) {
   const snake = kbName.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
   return `search_${snake || 'knowledge_base'}`.slice(0, 64);
 }
 
 // Configure (a new tool for `kb`) or edit (`tool`): seed 000's rules checked here first,
-// field by field; whatever the API still refuses is shown as it words it.
-export function toolDialog({ agent, kb, tool, onDone }) {
+// field by field; whatever the API still refuses is shown as it words it. onBack: the
+// configure view's "Back to the list" (seed 000's onBack to the knowledge bases).
+export function toolDialog({ agent, kb, tool, onDone, onBack }) {
   const editing = Boolean(tool);
   const config = editing ? tool.config : {};
   const name = h('input', { name: 'toolName', required: true, autocomplete: 'off', spellcheck: 'false',
@@ -225,13 +247,15 @@ export function toolDialog({ agent, kb, tool, onDone }) {
   const formId = editing ? 'edit-tool-form' : 'configure-tool-form';
   const submit = h('button', { type: 'submit', class: 'primary', form: formId, text: editing ? 'Save' : 'Add tool' });
   const cancel = h('button', { type: 'button', text: 'Cancel' });
+  const back = onBack ? h('button', { type: 'button', class: 'quiet back', text: 'Back to the list' }) : null;
   const form = h('form', { id: formId, novalidate: true },
     editing ? h('p', { class: 'muted small' }, 'Knowledge base: ', h('strong', { text: tool.knowledgeBaseName || config.knowledgeBaseName || config.knowledgeBaseId }))
       : h('p', { class: 'muted small' }, 'Knowledge base: ', h('strong', { text: kb.name })),
     Object.values(fields), failure);
   const { close } = openDialog({ title: editing ? `Edit ${tool.name}` : `Configure a tool for ${kb.name}`, body: form,
-    actions: [cancel, submit] });
+    actions: [back, cancel, submit].filter(Boolean) });
   cancel.addEventListener('click', () => close());
+  if (back) back.addEventListener('click', () => { close(); onBack(); });
 
   const check = () => {
     const values = {
@@ -267,7 +291,7 @@ export function toolDialog({ agent, kb, tool, onDone }) {
       request = api('POST', `${agentPath(agent.id)}/knowledge-base-tools`, { knowledgeBaseId: kb.id, ...values });
     }
     try {
-      const saved = await busy(submit, request);
+      const { tool: saved } = await busy(submit, request);
       close();
       announce(editing ? `Tool ${saved.name} saved` : `Tool ${saved.name} added`);
       if (onDone) await onDone();

@@ -8,6 +8,7 @@ from chalicelib.agents.tools import (KNOWLEDGE_BASE, KNOWLEDGE_SEARCH, KNOWLEDGE
                                      check_defaults, check_knowledge_search_defaults, settings_of)
 from chalicelib.auth import Principal
 from chalicelib.documents.entries import search_entries
+from chalicelib.documents.entry_text import whole_contents
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.retrieval import Passage, SearchRequest, SearchResult, parse_search_request, search
 from chalicelib.storage import agents, connection
@@ -79,11 +80,15 @@ def _knowledge_search(principal: Principal, tool: dict, arguments) -> ToolRun:
     config = tool.get("config") or {}
     default_results, min_score = check_knowledge_search_defaults(config.get("defaultMaxResults"),
                                                                  config.get("defaultMinScore"))
+    given = [name for name in ("max_results", "maxResults") if arguments.get(name) is not None]
+    if len(given) > 1 and arguments["max_results"] != arguments["maxResults"]:
+        raise Invalid.field("max_results", "and maxResults differ; send one", code="INVALID_ARGUMENTS")
+    name = given[0] if given else "max_results"
     try:
-        max_results = int_field(arguments.get("maxResults"), "maxResults", limits.ENTRY_SEARCH_RESULTS,
+        max_results = int_field(arguments.get(name), name, limits.ENTRY_SEARCH_RESULTS,
                                 default=default_results, whole_floats=True)
     except Invalid as err:
         raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
     query = query.strip()
-    return ToolRun(query=query, result=None,
-                   entries=tuple(search_entries(principal, query, max_results, min_score=min_score)))
+    found = search_entries(principal, query, max_results, min_score=min_score)
+    return ToolRun(query=query, result=None, entries=tuple(whole_contents(principal, found)))

@@ -7,7 +7,8 @@ _NULLABLE_STRING = {"type": ["string", "null"]}
 
 PASSAGE = {
     "type": "object",
-    "required": ["rank", "content", "source", "path", "page", "section", "chunkIndex", "similarity", "metadata"],
+    "required": ["rank", "content", "source", "path", "page", "section", "chunkIndex", "similarity", "metadata",
+                 "truncated"],
     "additionalProperties": False,
     "properties": {
         "rank": {"type": "integer", "minimum": 1},
@@ -21,6 +22,8 @@ PASSAGE = {
         "chunkIndex": {"type": "integer", "minimum": 0},
         "similarity": {"type": "number", "description": "How well the passage matches the query, 0 to 1"},
         "metadata": {"type": "object", "description": "The document's metadata"},
+        "truncated": {"type": "boolean", "description": "True when the passage was cut to fit the tool's token"
+                                                        " budget (at a sentence, else at a word with '...')"},
         "rerankScore": {"type": "number", "description": "The reranker's relevance, when the tool reranks"},
     },
 }

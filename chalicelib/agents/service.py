@@ -273,6 +273,7 @@ def tool_definitions(principal: Principal, agent_id: str, fmt: str):
     auto = get_agent(principal, agent_id)["knowledge_mode"] == "auto"
     definitions = [convert(t) for t in list_tools(principal, agent_id)
                    if not (auto and t.get("type") in (KNOWLEDGE_BASE, KNOWLEDGE_SEARCH))]
+    definitions = [d for d in definitions if d is not None]  # the worker's format has only kb tools
     return {"tools": definitions} if fmt == "mcp" else definitions
 
 

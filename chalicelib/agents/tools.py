@@ -16,11 +16,11 @@ PARAMETERS = ("query", "topK", "minScore")  # what a knowledge-base tool takes
 # Seed 001's knowledge_search: the entries the caller may read (their earlier research,
 # their organisation's knowledge, public knowledge), one such tool per agent.
 KNOWLEDGE_SEARCH = "knowledge_search"
-KNOWLEDGE_SEARCH_PARAMETERS = ("query", "maxResults")
-KNOWLEDGE_SEARCH_DESCRIPTION = ("Search knowledge from earlier conversations and research: facts, procedures,"
-                                " preferences and decisions. Answers the most relevant entries with a title,"
-                                " a knowledge:// url, the content and a relevance score from 0 to 1;"
-                                " nothing when no entry is relevant.")
+# max_results as seed 001's KnowledgeSearchArgs names it (the schema's); maxResults as well.
+KNOWLEDGE_SEARCH_PARAMETERS = ("query", "max_results", "maxResults")
+KNOWLEDGE_SEARCH_DESCRIPTION = ("Search internal knowledge base for prior research results. Best for finding"
+                                " previously researched topics. Returns synthesized answers from past research"
+                                " queries.")  # seed 001's words
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,%d}$" % limits.TOOL_NAME_MAX_CHARS)
 
 
@@ -139,13 +139,14 @@ def knowledge_base_schema(top_k: int, min_score: float) -> dict:
 
 
 def knowledge_search_schema(max_results: int) -> dict:
-    """What the knowledge_search tool takes (KNOWLEDGE_SEARCH_PARAMETERS, in this order)."""
+    """What the knowledge_search tool takes: seed 001's query and max_results (invocation
+    also takes maxResults, KNOWLEDGE_SEARCH_PARAMETERS)."""
     return {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What to look for: a question or keywords, at most"
                                                        f" {limits.QUERY_MAX_CHARS} characters."},
-            "maxResults": {"type": "number", "default": max_results, "minimum": limits.ENTRY_SEARCH_RESULTS.low,
+            "max_results": {"type": "number", "default": max_results, "minimum": limits.ENTRY_SEARCH_RESULTS.low,
                            "maximum": limits.ENTRY_SEARCH_RESULTS.high,
                            "description": "How many entries to answer at most, a whole number"
                                           f" {limits.ENTRY_SEARCH_RESULTS.describe()}."},
@@ -283,4 +284,27 @@ def as_mcp(tool: dict) -> dict:
     return definition
 
 
-FORMATS = {"openai": as_openai, "anthropic": as_anthropic, "mcp": as_mcp}
+def as_worker(tool: dict) -> Optional[dict]:
+    """Seed 002's worker tool: kind "kb", an integer top_k, an empty config (the worker asks
+    GET /knowledge-base/query with its own URL and key, over every knowledge base the key's
+    user may read). None for a tool the worker cannot run: only knowledge-base tools are kb."""
+    if tool.get("type") != KNOWLEDGE_BASE:
+        return None
+    try:
+        top_k = check_defaults((tool.get("config") or {}).get("defaultTopK"), None)[0]
+    except Invalid:
+        top_k = int(limits.TOOL_TOP_K.default)
+    return {"name": tool["name"], "kind": "kb", "description": tool.get("description", ""),
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "The question or topic to search for"},
+                    "top_k": {"type": "integer", "description": f"Number of results to return (default {top_k};"
+                                                              f" {limits.TOP_K.describe()})",
+                              "default": top_k, "minimum": int(limits.TOP_K.low), "maximum": int(limits.TOP_K.high)},
+                },
+                "required": ["query"]},
+            "config": {}}
+
+
+FORMATS = {"openai": as_openai, "anthropic": as_anthropic, "mcp": as_mcp, "worker": as_worker}

@@ -65,8 +65,9 @@ def delete_agent(principal, agent_id):
 @blueprint.route("/agents/{agent_id}/available-knowledge-bases", methods=["GET"])
 @authenticated(blueprint)
 def available_knowledge_bases(principal, agent_id):
+    """Seed 000's answer: `data` is the array of knowledge bases, each with its stats."""
     rows, linked = service.available_knowledge_bases(principal, agent_id)
-    return ok({"items": [available_kb_view(r, linked, principal) for r in rows]})
+    return ok([available_kb_view(r, linked, principal) for r in rows])
 
 
 @blueprint.route("/agents/{agent_id}/knowledge-base-tools", methods=["POST"])
@@ -82,7 +83,7 @@ def link_knowledge_base(principal, agent_id):
                                  max_length=limits.TOOL_DESCRIPTION_MAX_CHARS) or None,
         top_k=body.get("defaultTopK"), min_score=body.get("defaultMinScore"),
         strategy=body.get("strategy"), max_tokens=body.get("maxTokens"), rerank=body.get("rerank"))
-    return ok(tool, status=201)
+    return ok({"tool": tool})  # seed 000's answer: 200 and data.tool
 
 
 @blueprint.route("/agents/{agent_id}/knowledge-base-tools/{tool_id}", methods=["PATCH"])
@@ -90,21 +91,17 @@ def link_knowledge_base(principal, agent_id):
 def edit_knowledge_base_tool(principal, agent_id, tool_id):
     body = json_body(blueprint.current_request)
     refuse_unknown(body, TOOL_FIELDS, f"cannot be changed; use {', '.join(sorted(TOOL_FIELDS))}")
+    # Seed 000's `updates.toolName ?? tool.name`: null keeps the value, as an omitted field does.
+    body = {k: v for k, v in body.items() if v is not None}
     if not body:
-        raise Invalid.field("body", f"send at least one of {', '.join(sorted(TOOL_FIELDS))}")
-    for name in ("defaultTopK", "defaultMinScore", "maxTokens"):
-        if name in body and body[name] is None:
-            raise Invalid.field(name, "must be a number")
-    for name in ("strategy", "rerank"):
-        if name in body and body[name] is None:
-            raise Invalid.field(name, "must not be null")
+        raise Invalid.field("body", f"send at least one of {', '.join(sorted(TOOL_FIELDS))} (null keeps a value)")
     changes = dict(body)
     if "toolName" in body:
         changes["toolName"] = string_field(body, "toolName", required=True, max_length=limits.NAME_MAX_CHARS)
     if "toolDescription" in body:
         changes["toolDescription"] = string_field(body, "toolDescription", required=True,
                                                   max_length=limits.TOOL_DESCRIPTION_MAX_CHARS)
-    return ok(service.edit_knowledge_base_tool(principal, agent_id, tool_id, changes))
+    return ok({"tool": service.edit_knowledge_base_tool(principal, agent_id, tool_id, changes)})
 
 
 @blueprint.route("/agents/{agent_id}/tools", methods=["POST"])

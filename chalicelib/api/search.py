@@ -7,7 +7,8 @@ from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, quer
 from chalicelib.api.views import bare_view, search_view
 from chalicelib.errors import Invalid
 from chalicelib.retrieval import parse_search_request, search
-from chalicelib.validate import int_field, string_list
+from chalicelib.retrieval.readable import readable_kb_ids, search_readable
+from chalicelib.validate import int_field, refuse_unknown, string_list
 
 blueprint = Blueprint(__name__)
 
@@ -43,4 +44,41 @@ def query_bare(principal, kb_id):
         raise Invalid.field("q", "is required")
     body = {"query": params.get("q"), "topK": int_field(params.get("top_k"), "top_k", limits.TOP_K)}
     answer = search(principal, parse_search_request([kb_id], body))
-    return Response(body=bare_view(answer), status_code=200, headers=JSON_HEADERS)
+    return Response(body=bare_view(answer.passages), status_code=200, headers=JSON_HEADERS)
+
+
+WORKER_PARAMETERS = {"q", "top_k", "kb"}
+
+
+@blueprint.route("/knowledge-base/query", methods=["GET"])
+@authenticated(blueprint)
+def query_readable(principal):
+    """Seed 002's worker: GET /api/knowledge-base/query/?q=&top_k= (the `api` stage on AWS;
+    API Gateway takes the trailing slash), the bare [{"text", "metadata": {"source", "page"}}]
+    over every knowledge base the key's user may read in its organisation, or those named
+    by kb= (repeated or comma-separated; any it may see)."""
+    request = blueprint.current_request
+    params = query_params(request)
+    refuse_unknown(params, WORKER_PARAMETERS, "is not a parameter; use q, top_k and kb")
+    if not (params.get("q") or "").strip():
+        raise Invalid.field("q", "is required")
+    named = [k.strip() for v in _all_values(request, "kb") for k in v.split(",") if k.strip()]
+    body = {"query": params.get("q"), "topK": int_field(params.get("top_k"), "top_k", limits.TOP_K)}
+    if named:
+        kb_ids = list(dict.fromkeys(string_list(named, "kb")))
+        if len(kb_ids) > limits.KNOWLEDGE_BASES_PER_SEARCH:
+            raise Invalid.field("kb", f"at most {limits.KNOWLEDGE_BASES_PER_SEARCH} knowledge bases per query")
+        passages = search(principal, parse_search_request(kb_ids, body)).passages
+    else:
+        groups = readable_kb_ids(principal)
+        request_ = parse_search_request(["-"], body)  # checked before the knowledge bases are known
+        passages = search_readable(principal, request_, groups) if groups else []
+    return Response(body=bare_view(passages), status_code=200, headers=JSON_HEADERS)
+
+
+def _all_values(request, name: str) -> list[str]:
+    """Every value of a repeated query parameter (Chalice keeps them in a MultiDict)."""
+    params = request.query_params
+    if params is None or name not in params:
+        return []
+    return list(params.getlist(name)) if hasattr(params, "getlist") else [params[name]]

@@ -112,10 +112,10 @@ def search_view(result: SearchResult) -> dict:
     }
 
 
-def bare_view(result: SearchResult) -> list[dict]:
+def bare_view(passages) -> list[dict]:
     """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}], and the path."""
     return [{"text": p.content, "metadata": {"source": p.source, "page": p.page, "path": p.path}}
-            for p in result.passages]
+            for p in passages]
 
 
 KB_MISSING = {"success": False, "error": True, "message": "Knowledge base not found. It may have been deleted."}
@@ -134,7 +134,7 @@ def tool_result_view(run: ToolRun) -> dict:
         "resultCount": len(result.passages),
         "results": [{"rank": p.rank, "content": p.content, "source": p.source, "path": p.path, "page": p.page,
                      "section": p.section, "chunkIndex": p.chunk_index, "similarity": p.similarity,
-                     "metadata": p.metadata,
+                     "metadata": p.metadata, "truncated": p.truncated,
                      **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {})}
                     for p in result.passages],
         "summary": result.summary,

@@ -15,7 +15,7 @@ from botocore import exceptions as botocore_errors
 from botocore.config import Config
 from botocore.exceptions import ClientError, NoRegionError
 
-from chalicelib.errors import Invalid, Transient
+from chalicelib.errors import BadUpstream, Invalid, Transient
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +92,8 @@ class BedrockEmbeddings:
         vector = json.loads(response["body"].read()).get("embedding")
         if not isinstance(vector, list) or len(vector) != self.dimension:
             # ministack, for one, answers Titan embedding calls with a text-generation mock.
-            raise RuntimeError(f"bedrock-runtime answered {self.model_id} without a "
-                               f"{self.dimension}-dimension embedding")
+            raise BadUpstream(f"bedrock-runtime answered {self.model_id} without a "
+                              f"{self.dimension}-dimension embedding")  # a 502, not a 500
         return vector
 
 

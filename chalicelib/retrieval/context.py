@@ -2,17 +2,21 @@
 
 Tokens are counted with the WordPiece tokenizer of all-MiniLM-L6-v2 (the
 `tokenizers` library, offline); the last passage that does not fit whole is cut
-at a sentence boundary and marked truncated."""
+at a sentence boundary (else at a word, with "...") and marked truncated."""
 import re
 
 from chalicelib.embeddings.tokens import count_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
+_WORD = re.compile(r"\S+")
+ELLIPSIS = "..."
 MIN_USEFUL_TOKENS = 16
 
 
 def cut_to_tokens(text: str, budget: int) -> str:
-    """The longest run of whole sentences from the start of text within budget ('' if none)."""
+    """The longest run of whole sentences from the start of text within budget; when not
+    even the first sentence fits, the longest run of whole words and "..." (seed 000's
+    context window manager), so the model sees the text goes on; '' if no word fits."""
     best = ""
     for match in _SENTENCE_END.finditer(text):
         candidate = text[: match.start()].rstrip()
@@ -21,7 +25,24 @@ def cut_to_tokens(text: str, budget: int) -> str:
         best = candidate
     if not best and count_tokens(text) <= budget:
         best = text
-    return best
+    return best or _cut_at_word(text, budget)
+
+
+def _cut_at_word(text: str, budget: int) -> str:
+    ends = [m.end() for m in _WORD.finditer(text)]
+    fits = lambda n: count_tokens(_with_ellipsis(text, ends[n - 1])) <= budget  # noqa: E731
+    low, high = 0, len(ends)  # the most words that fit, by bisection: tokens grow with words
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return _with_ellipsis(text, ends[low - 1]) if low else ""
+
+
+def _with_ellipsis(text: str, end: int) -> str:
+    return text[:end].rstrip(",;:-") + ELLIPSIS
 
 
 def pack(results: list[dict], max_tokens: int) -> tuple[list[dict], int, int]:

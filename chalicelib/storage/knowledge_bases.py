@@ -83,6 +83,14 @@ def visible_by_ids(conn: psycopg.Connection, principal, kb_ids: list[str]) -> li
     ).fetchall()
 
 
+def readable_in_own_org(conn: psycopg.Connection, principal) -> list[dict]:
+    """The knowledge bases of the caller's organisation it may read (not other organisations'
+    public ones), id and embedding: what seed 002's worker query searches unless it names some."""
+    return conn.execute(
+        "SELECT kb.id, kb.embedding_provider, kb.embedding_model, kb.embedding_dim FROM knowledge_bases kb"
+        f" WHERE kb.org_id = %(org_id)s AND {VISIBLE_KB} ORDER BY kb.id", scope(principal)).fetchall()
+
+
 def visible_names(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[str, str]:
     return {r["id"]: r["name"] for r in conn.execute(
         f"SELECT kb.id, kb.name FROM knowledge_bases kb WHERE kb.id = ANY(%(kb_ids)s) AND {VISIBLE_KB}",

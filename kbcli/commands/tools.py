@@ -34,6 +34,7 @@ class Format(str, Enum):
     openai = "openai"
     anthropic = "anthropic"
     mcp = "mcp"
+    worker = "worker"  # seed 002's worker: kind "kb", knowledge-base tools only
 
 
 def tools_path(agent_id: str) -> str:
@@ -69,13 +70,15 @@ def render_linked(tool: dict) -> None:
 
 
 def _link(session: Session, agent: str, body: dict) -> None:
-    session.emit(session.client().post(tools_path(agent), body), render_linked)
+    # The API answers seed 000's {"tool": {...}}; kb prints the tool itself, as before.
+    session.emit(session.client().post(tools_path(agent), body)["tool"], render_linked)
 
 
 @command(app, "browse")
 def browse(session: Session, agent: AgentOption):
     """The knowledge bases the agent may link, and which it already links."""
-    data = session.client().get(f"/agents/{agent}/available-knowledge-bases")
+    # The API answers seed 000's bare array; kb's JSON stays a list's {"items": [...]}.
+    data = {"items": session.client().get(f"/agents/{agent}/available-knowledge-bases")}
     session.emit(data, lambda d: output.table(
         ["id", "name", "visibility", "documents", "linked"],
         ((kb["id"], kb.get("name"), kb.get("visibility"), (kb.get("stats") or {}).get("documentCount"),
@@ -122,7 +125,7 @@ def edit(session: Session, tool: ToolId, agent: AgentOption, name: NameOption = 
     if not body:
         raise CliError("NOTHING_TO_CHANGE", "give --name, --description, --top-k or --min-score", exit_code=2)
     client = session.client()
-    session.emit(client.patch(f"{tools_path(agent)}/{tool_id(client, agent, tool)}", body), render_tool)
+    session.emit(client.patch(f"{tools_path(agent)}/{tool_id(client, agent, tool)}", body)["tool"], render_tool)
 
 
 @command(app, "remove")

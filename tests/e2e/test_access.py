@@ -106,7 +106,7 @@ def test_a_tool_whose_knowledge_base_the_caller_cannot_see_says_so_without_namin
     agent = _data(editor.call("POST", "/agents", {"name": "Ed's helper"}), 201)
     tool = _data(editor.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
                              {"knowledgeBaseId": secret["id"], "toolName": "search_notes",
-                              "toolDescription": "Search my notes"}), 201)
+                              "toolDescription": "Search my notes"}), 200)["tool"]
     mine = _data(editor.call("GET", f"/agents/{agent['id']}/tools"))["items"][0]
     assert mine["status"] == "ok" and mine["knowledgeBaseName"] == "Merger plans"
     seen = _data(admin.call("GET", f"/agents/{agent['id']}/tools"))["items"][0]
@@ -283,7 +283,7 @@ def test_a_private_knowledge_base_is_nameless_to_everyone_but_its_owner(local_en
                      {"title": "Zanzibar diary", "content": "A note for myself."}), 201)
     agent = _data(owner.call("POST", "/agents", {"name": "Deal helper"}), 201)
     tool = _data(owner.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
-                            {"quickAdd": True, "knowledgeBaseId": kb["id"]}), 201)
+                            {"quickAdd": True, "knowledgeBaseId": kb["id"]}), 200)["tool"]
     assert "zanzibar" in tool["name"].lower() and "Zanzibar plans" in tool["description"]
     secrets_shown = ("zanzibar", "quiet merger")
 

@@ -145,7 +145,7 @@ def test_context_and_knowledge_mode_over_http(api, learner):
         link = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
                         {"knowledgeBaseId": kb["id"], "quickAdd": True, "strategy": "semantic", "maxTokens": 500,
                          "rerank": False})
-        assert link.status_code == 201 and link.json()["data"]["config"]["strategy"] == "semantic", link.text
+        assert link.status_code == 200 and link.json()["data"]["tool"]["config"]["strategy"] == "semantic", link.text
         assert api.call("GET", f"/agents/{agent['id']}/tools?format=anthropic").json()["data"] == []
         answer = api.call("POST", f"/agents/{agent['id']}/context",
                           {"message": "how do I reset the pump?", "maxTokens": 300,

@@ -216,6 +216,6 @@ def test_a_public_knowledge_base_does_not_name_its_owner_to_other_organisations(
     assert "ownerId" not in found and "organizationId" not in found
     assert "ownerId" in stranger.call("POST", "/knowledge-bases", {"name": "Eve's"}).json()["data"]
     agent = stranger.call("POST", "/agents", {"name": "Eve's agent"}).json()["data"]
-    available = stranger.call("GET", f"/agents/{agent['id']}/available-knowledge-bases").json()["data"]["items"]
+    available = stranger.call("GET", f"/agents/{agent['id']}/available-knowledge-bases").json()["data"]
     offered, = [k for k in available if k["id"] == public["id"]]
     assert "ownerId" not in offered and "organizationId" not in offered

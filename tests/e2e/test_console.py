@@ -410,7 +410,8 @@ def test_agent_browse_quick_add_with_keyboard(driver, user, state):
     agent = user.call("GET", "/agents").json()["data"]["items"][0]
     state["agent"] = agent
 
-    opener = button(driver, "Browse Knowledge Bases")
+    opener = button(driver, "Add Knowledge Base")  # seed 000's button, with its database icon
+    assert opener.find_element("css selector", "svg[data-icon=database]").get_attribute("aria-hidden") == "true"
     opener.click()
     box = dialog(driver)
     choice = css(driver, f"li.kb-choice[data-kb-id='{state['kb']['id']}']")
@@ -436,7 +437,14 @@ def test_agent_browse_quick_add_with_keyboard(driver, user, state):
     shot(driver, "browse-knowledge-bases")
     (tool,) = tools_of(user, agent["id"])
     assert tool["name"] == "search_pump_manuals" and tool["config"]["knowledgeBaseId"] == state["kb"]["id"]
-    # configure a tool for the second knowledge base from the same dialog
+    # configure a tool for the second knowledge base from the same dialog; the configure
+    # view goes back to the list (seed 000's onBack) and comes again
+    button(css(driver, f"li.kb-choice[data-kb-id='{second['id']}']"), "Configure…").click()
+    box = wait_for(driver, lambda d: next((b for b in d.find_elements("css selector", "dialog[open]")
+                                           if "Configure a tool" in b.text), None), what="the configure dialog")
+    button(box, "Back to the list").click()
+    css(driver, f"li.kb-choice[data-kb-id='{state['kb']['id']}']")
+    assert "Linked" in css(driver, f"li.kb-choice[data-kb-id='{state['kb']['id']}']").text
     button(css(driver, f"li.kb-choice[data-kb-id='{second['id']}']"), "Configure…").click()
     box = wait_for(driver, lambda d: next((b for b in d.find_elements("css selector", "dialog[open]")
                                            if "Configure a tool" in b.text), None), what="the configure dialog")

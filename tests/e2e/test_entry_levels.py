@@ -172,7 +172,7 @@ def test_agent_tools_and_context_answer_the_levels_the_reader_may_read(world, re
     api, kb = world["apis"][reader], world["kbs"]["org"]
     agent = api.call("POST", "/agents", {"name": f"Levels {reader}"}).json()["data"]
     tool = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
-                    {"quickAdd": True, "knowledgeBaseId": kb, "defaultTopK": 10}).json()["data"]
+                    {"quickAdd": True, "knowledgeBaseId": kb, "defaultTopK": 10}).json()["data"]["tool"]
     knowledge = api.call("POST", f"/agents/{agent['id']}/tools", {"type": "knowledge_search", "defaultMaxResults": 20})
     assert knowledge.status_code == 201, knowledge.text
     expected_levels = expected(reader, "org")

@@ -2,6 +2,8 @@
 5xx, and every answer matches the documented status codes and schemas; and hostile
 requests (schemathesis' negative mode: wrong types, values out of range, missing and
 extra fields, NUL bytes) never get a 5xx (issue 29)."""
+import secrets
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -10,6 +12,7 @@ from schemathesis.checks import (content_type_conformance, not_a_server_error,
                                  response_schema_conformance, status_code_conformance)
 
 from tests.conftest import ROOT, read_local_env
+from tests.e2e.conftest import Api, new_key
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml")
 # No DELETE: its hostile part may be nothing but the path, which would remove the targets.
@@ -24,13 +27,16 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 
 @pytest.fixture(scope="module")
-def target(api):
-    """A real knowledge base to aim the generated requests at (deleting it is left to other tests)."""
+def target(local_env):
+    """A real knowledge base to aim the generated requests at (deleting it is left to other tests),
+    in an organisation of its own: GET /knowledge-base/query searches every knowledge base of
+    the organisation, and what other tests leave there is not this test's to meet."""
+    api = Api(local_env["KB_API_URL"], new_key(local_env, f"e2e-fuzz-{secrets.token_hex(4)}", "fuzzer"))
     kb = api.call("POST", "/knowledge-bases", {"name": "Fuzzed"}).json()["data"]
     api.call("POST", f"/knowledge-bases/{kb['id']}/entries", {"title": "Seed", "content": "Seed text for search."})
     agent = api.call("POST", "/agents", {"name": "Fuzzed agent"}).json()["data"]
     tool = api.call("POST", f"/agents/{agent['id']}/knowledge-base-tools",
-                    {"quickAdd": True, "knowledgeBaseId": kb["id"]}).json()["data"]
+                    {"quickAdd": True, "knowledgeBaseId": kb["id"]}).json()["data"]["tool"]
     return {"kb_id": kb["id"], "agent_id": agent["id"], "tool_id": tool["id"], "key": api.key,
             "url": read_local_env()["KB_API_URL"]}
 

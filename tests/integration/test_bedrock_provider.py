@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib.embeddings import provider as registry
-from chalicelib.errors import Invalid, Transient
+from chalicelib.errors import BadUpstream, Invalid, Transient
 from chalicelib.embeddings.bedrock_provider import MAX_CHARS, MAX_CONCURRENCY, TITAN_V2, BedrockEmbeddings
 from tests.integration.bedrock_server import TitanEmbeddingServer
 from tests.integration.openai_server import fake_embedding
@@ -39,7 +39,7 @@ def test_ministack_answers_titan_without_an_embedding_and_the_provider_says_so(a
     """ministack 1.5 routes amazon.titan-* InvokeModel to a text-generation mock
     ({"results": [{"outputText": ...}]}). If this fails, it has learnt Titan
     embeddings: test the provider against it instead of the local server."""
-    with pytest.raises(RuntimeError, match="without a 1024-dimension embedding"):
+    with pytest.raises(BadUpstream, match="without a 1024-dimension embedding"):
         BedrockEmbeddings().embed_query("hello world")
 
 

@@ -26,9 +26,18 @@ def test_the_last_passage_is_cut_at_a_sentence_and_the_rest_omitted():
     assert used <= 120 and used == sum(r["tokens"] for r in kept)
 
 
-def test_nothing_fits_means_everything_is_omitted():
-    kept, used, omitted = pack([_result("word " * 300)], 60)
-    assert kept == [] and used == 0 and omitted == 1
+def test_a_passage_without_a_sentence_boundary_in_budget_is_cut_at_a_word_with_an_ellipsis():
+    """Seed 000's truncateContent: no sentence ends within the budget, so the cut is at a word and says so."""
+    text = "word " * 300
+    kept, used, omitted = pack([_result(text), _result("Never reached.")], 60)
+    assert len(kept) == 1 and omitted == 1 and kept[0]["truncated"] is True
+    assert kept[0]["content"].endswith("word...") and text.startswith(kept[0]["content"][:-3])
+    assert 50 <= used <= 60
+
+
+def test_nothing_fits_below_the_least_useful_size():
+    kept, used, omitted = pack([_result("A first passage that fits."), _result("word " * 300)], 14)
+    assert len(kept) == 1 and omitted == 1 and not kept[0]["truncated"]
 
 
 def test_cut_to_tokens_never_exceeds_the_budget():
@@ -36,7 +45,9 @@ def test_cut_to_tokens_never_exceeds_the_budget():
     for budget in range(1, 30):
         cut = cut_to_tokens(text, budget)
         assert count_tokens(cut) <= budget
-        assert text.startswith(cut)
+        assert text.startswith(cut.removesuffix("...")) and (cut == "" or cut.endswith(".")), cut
+    long_word = "Pneumonoultramicroscopicsilicovolcanoconiosis is a word."
+    assert count_tokens(long_word.split()[0]) > 4 and cut_to_tokens(long_word, 4) == ""  # no word fits with "..."
 
 
 SEMANTIC = [{"chunk_id": 1, "score": 0.9}, {"chunk_id": 2, "score": 0.8}, {"chunk_id": 4, "score": 0.5}]

@@ -83,14 +83,29 @@ def test_every_parameter_of_the_services_tools_says_what_it_is_and_its_bounds():
     for tool in (kb_tool, search_tool):
         for fmt, convert in tools.FORMATS.items():
             definition = convert(tool)
+            if definition is None:  # the worker's format has knowledge-base tools only
+                assert fmt == "worker" and tool is search_tool
+                continue
             schema = {"openai": lambda d: d["function"]["parameters"], "anthropic": lambda d: d["input_schema"],
-                      "mcp": lambda d: d["inputSchema"]}[fmt](definition)
+                      "mcp": lambda d: d["inputSchema"], "worker": lambda d: d["input_schema"]}[fmt](definition)
             for name, parameter in _parameters(schema).items():
                 assert parameter["description"].strip(), (fmt, name)
                 if "maximum" in parameter:  # the bounds, in words as well
                     assert f"between {parameter['minimum']:g} and {parameter['maximum']:g}" in parameter["description"]
     assert str(limits.QUERY_MAX_CHARS) in _parameters(kb_tool["schema"])["query"]["description"]
     assert str(limits.QUERY_MAX_CHARS) in _parameters(search_tool["schema"])["query"]["description"]
+
+
+def test_the_worker_format_is_seed_002s_kb_tool():
+    tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_docs", description="Search the docs",
+                                     top_k=4, min_score=0.6)
+    worker = tools.as_worker(tool)
+    assert (worker["name"], worker["kind"], worker["description"], worker["config"]) == (
+        "search_docs", "kb", "Search the docs", {})
+    assert worker["input_schema"]["required"] == ["query"]
+    assert worker["input_schema"]["properties"]["top_k"]["type"] == "integer"
+    assert worker["input_schema"]["properties"]["top_k"]["default"] == 4
+    assert set(worker["input_schema"]["properties"]) == {"query", "top_k"}
 
 
 def test_a_tool_stored_before_its_parameters_had_descriptions_gets_them_in_its_definitions():
