@@ -117,7 +117,11 @@ def test_knowledge_search_reads_entries_by_level_and_never_another_organisations
 
 PUMP = ("Pump maintenance: to reset the pump, hold the red button for five seconds until the light blinks."
         " Then open the valve slowly. If error XQ-4471 shows, the valve is stuck and must be cleaned."
-        " Clean the valve with warm water and a soft brush, never with solvents. Replace the gasket every year.")
+        " Clean the valve with warm water and a soft brush, never with solvents. Replace the gasket every year."
+        # long enough that the tight budget below stays over maxTokens' least (50) with the
+        # chunk floor merging the short pieces
+        " After a reset the pump runs a self test for two minutes; do not open the valve until the light"
+        " stays green. A pump that needs a reset more than once a week has a worn pressure switch.")
 
 
 @pytest.fixture
