@@ -2,8 +2,10 @@
 
 Offsets index the document text: the sections joined by SECTION_SEPARATOR. A chunk
 spans two sections only where a section below the floor (MIN_CHUNK_TOKENS) was merged
-with its neighbour; its page and heading trail are then those of the section holding
-most of its text. Source code and other line-structured text is cut on definitions,
+with its neighbour; its page is then that of the section holding most of its text, and
+its heading trail the deepest one its main sections agree on (a heading alone merged
+with its first subsection takes the subsection's; "Booking trains" merged with its sibling
+"Expenses" is under their parent "Travel policy", not under one of them: a model cites it). Source code and other line-structured text is cut on definitions,
 blank lines and lines; a table's chunks each start with its header row.
 """
 import re
@@ -232,7 +234,7 @@ def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metada
                     body, size = table_header + "\n" + body, size + header_tokens
             chunks.append(Chunk(
                 chunk_index=len(chunks), content=body, page=sections[owner].page,
-                headers=list(sections[owner].headers), start_char=a, end_char=b,
+                headers=_shared_trail(run, starts, sections, a, b), start_char=a, end_char=b,
                 token_count=size, metadata=metadata))
     return chunks
 
@@ -240,6 +242,30 @@ def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metada
 def _section_at(run: list[int], starts: list[int], position: int) -> int:
     """The section of the run the position falls in."""
     return max((i for i in run if starts[i] <= position), default=run[0])
+
+
+# A section holding less than this share of a merged chunk (a heading alone, a leftover
+# navigation line) does not narrow its heading trail.
+TRAIL_SHARE = 0.25
+
+
+def _shared_trail(run: list[int], starts: list[int], sections: list[Section], a: int, b: int) -> list[str]:
+    """The heading trail of a span [a, b): of the sections holding at least TRAIL_SHARE of
+    it, the deepest trail when they lie on one path (a heading and its first subsection),
+    else what their trails share (two sibling sections: their parent)."""
+    overlaps = [(i, min(b, starts[i] + len(sections[i].text)) - max(a, starts[i])) for i in run]
+    trails = [sections[i].headers for i, n in overlaps if n >= TRAIL_SHARE * (b - a)] \
+        or [sections[max(overlaps, key=lambda o: o[1])[0]].headers]
+    deepest = max(trails, key=len)
+    if all(deepest[:len(t)] == t for t in trails):
+        return list(deepest)
+    shared = list(trails[0])
+    for trail in trails[1:]:
+        n = 0
+        while n < min(len(shared), len(trail)) and shared[n] == trail[n]:
+            n += 1
+        shared = shared[:n]
+    return shared
 
 
 def _owner(run: list[int], starts: list[int], sections: list[Section], a: int, b: int) -> int:

@@ -10,11 +10,14 @@ HANDBOOK = """# Travel policy
 ## Booking trains
 
 Employees book train tickets through the internal travel desk at least three days ahead.
-First class is allowed for journeys longer than four hours.
+First class is allowed for journeys longer than four hours. Seat reservations are always booked
+with the ticket, and a missed connection is rebooked by the desk at no cost to the traveller.
 
 ## Expenses
 
 Meal expenses are reimbursed up to forty euros per day on presentation of receipts.
+Hotels are booked by the travel desk too, within the city's rate for the season; taxis only
+when no public transport runs (each section over the chunk floor, so each is a chunk of its own).
 """
 NOTES = "The lighthouse keeper logs the weather every morning at six.\nFog closes the harbour."
 

@@ -90,3 +90,14 @@ def test_a_sentence_longer_than_a_chunk_is_cut_between_words():
 def test_invalid_chunk_sizes_are_refused(size, overlap):
     with pytest.raises(Invalid, match="chunking.chunk"):
         validate_sizes(size, overlap)
+
+
+def test_a_chunk_of_merged_siblings_is_under_their_parent():
+    """Two short sibling sections merged by the floor: the chunk is under their parent, not
+    under the one holding most of it (a model cites the section)."""
+    doc = _doc(Section("Travel policy", headers=["Travel policy"]),
+               Section("Booking trains\nEmployees book train tickets through the travel desk three days ahead.",
+                       headers=["Travel policy", "Booking trains"]),
+               Section("Expenses\nMeals are reimbursed up to forty euros a day.", headers=["Travel policy", "Expenses"]))
+    chunks = chunk_document(doc, 500, 0, {})
+    assert len(chunks) == 1 and chunks[0].headers == ["Travel policy"]
