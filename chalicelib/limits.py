@@ -142,7 +142,7 @@ AUDIT_PAGE_SIZE = Range(1, 200, 50)
 KEY_RATE_PER_SECOND = 20
 KEY_BURST_SECONDS = 2
 BAD_KEYS_PER_MINUTE = 20
-# All the keys of one organisation together (a key's own rate above this is capped by it):
+# All the keys of one organisation together (a key granted a higher rate lifts it to its own):
 # half of what the API served warm on this 2-core machine (102 requests/s with 4 clients,
 # docs/benchmarks.md), so one organisation with many keys leaves room for the others.
 ORG_RATE_PER_SECOND = 50

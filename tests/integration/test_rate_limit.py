@@ -68,18 +68,29 @@ def test_one_key_gets_its_burst_and_the_rest_retry_after(clean_redis):
 
 def test_an_organisation_shares_one_bucket_across_its_keys(clean_redis, monkeypatch):
     monkeypatch.setattr(limits, "ORG_RATE_PER_SECOND", 1)
-    monkeypatch.setattr(limits, "ORG_BURST_SECONDS", 12)
+    monkeypatch.setattr(limits, "ORG_BURST_SECONDS", 4)
     org = f"org-{secrets.token_hex(3)}"
-    keys = [(_principal(org, 100), f"kbk_{secrets.token_hex(8)}") for _ in range(6)]
+    # six keys of 1 a second (bursts of 2 each: 12 together) against the organisation's 4
+    keys = [(_principal(org, 1), f"kbk_{secrets.token_hex(8)}") for _ in range(6)]
     calls = [lambda p=p, t=t: throttle.take(p, t) for p, t in keys for _ in range(8)]  # 48, 8 a key
     allowed, refused, seconds = _burst(calls)
-    assert 12 <= allowed <= 12 + math.ceil(seconds * 1)
+    assert 4 <= allowed <= 4 + math.ceil(seconds * 1)
     assert len(refused) == 48 - allowed
     assert all("this organisation may make 1 requests per second" in err.message and err.retry_after >= 1
                for err in refused)
     # another organisation's keys are untouched by it
     other = _principal(f"org-{secrets.token_hex(3)}", 100)
     throttle.take(other, f"kbk_{secrets.token_hex(8)}")
+
+
+def test_a_key_granted_more_than_its_organisation_lifts_the_organisation_to_its_rate(clean_redis, monkeypatch):
+    monkeypatch.setattr(limits, "ORG_RATE_PER_SECOND", 1)
+    monkeypatch.setattr(limits, "ORG_BURST_SECONDS", 2)
+    principal, token = _principal(f"org-{secrets.token_hex(3)}", 10), f"kbk_{secrets.token_hex(8)}"
+    allowed, refused, seconds = _burst([lambda: throttle.take(principal, token)] * 30)
+    burst = 10 * limits.KEY_BURST_SECONDS  # the key's 20, not the organisation's 2
+    assert burst <= allowed <= burst + math.ceil(seconds * 10)
+    assert all("this API key may make 10 requests per second" in err.message for err in refused)
 
 
 def test_a_known_key_is_refused_before_authentication(clean_redis):
