@@ -69,8 +69,10 @@ def test_one_key_gets_its_burst_and_the_rest_retry_after(clean_redis):
 def test_an_organisation_shares_one_bucket_across_its_keys(clean_redis, monkeypatch):
     monkeypatch.setattr(limits, "ORG_RATE_PER_SECOND", 1)
     monkeypatch.setattr(limits, "ORG_BURST_SECONDS", 4)
+    monkeypatch.setattr(limits, "KEY_BURST_SECONDS", 8)
     org = f"org-{secrets.token_hex(3)}"
-    # six keys of 1 a second (bursts of 2 each: 12 together) against the organisation's 4
+    # six keys of 1 a second, each with a burst of 8 (its 8 calls always fit it), against the
+    # organisation's 1 a second with a burst of 4: every refusal is the organisation's
     keys = [(_principal(org, 1), f"kbk_{secrets.token_hex(8)}") for _ in range(6)]
     calls = [lambda p=p, t=t: throttle.take(p, t) for p, t in keys for _ in range(8)]  # 48, 8 a key
     allowed, refused, seconds = _burst(calls)
