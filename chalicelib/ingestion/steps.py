@@ -292,12 +292,7 @@ def failure_from_error(error: dict) -> tuple[str, str]:
     An IngestionError's message is JSON with its code. AWS names the error after
     the exception class; ministack's warm workers call every handler error
     Runtime.HandlerError, so the message is parsed whatever the name."""
-    name, cause = error.get("Error", "INTERNAL_ERROR"), error.get("Cause", "")
-    try:
-        detail = json.loads(cause)
-    except (TypeError, ValueError):
-        detail = {"errorMessage": cause}
-    message = detail.get("errorMessage", "") if isinstance(detail, dict) else str(detail)
+    name, message = _error_parts(error, "INTERNAL_ERROR")
     try:
         parsed = json.loads(message)
         if isinstance(parsed, dict) and {"code", "message"} <= parsed.keys():
@@ -307,6 +302,17 @@ def failure_from_error(error: dict) -> tuple[str, str]:
     if name == "States.Timeout" or name == "Sandbox.Timedout":
         return "TIMEOUT", "a pipeline step ran out of time"
     return "INTERNAL_ERROR", f"{name}: {message}"[:2000]
+
+
+def _error_parts(error: dict, default_name: str) -> tuple[str, str]:
+    """(Error, the function's errorMessage) of the Error/Cause a Catch put into the state;
+    a Cause that is not the function's JSON is the message itself."""
+    name, cause = error.get("Error", default_name), error.get("Cause", "")
+    try:
+        detail = json.loads(cause)
+    except (TypeError, ValueError):
+        return name, str(cause or "")
+    return name, (str(detail.get("errorMessage", "")) if isinstance(detail, dict) else str(detail))
 
 
 # A step whose function's worker went away before it answered: the error says where it ran,
@@ -328,12 +334,7 @@ _CUT_SHORT_MESSAGES = ("Worker process exited", "Worker process died", "Worker r
 def run_cut_short(error: dict) -> str | None:
     """"<Error>: <message>" when the Error/Cause a Catch put into the state says the run's
     worker or the emulator went away rather than anything about the document; else None."""
-    name, cause = error.get("Error", ""), error.get("Cause", "")
-    try:
-        detail = json.loads(cause)
-    except (TypeError, ValueError):
-        detail = None
-    message = str(detail.get("errorMessage", "")) if isinstance(detail, dict) else str(cause or "")
+    name, message = _error_parts(error, "")
     if name in _CUT_SHORT_ERRORS or message.startswith(_CUT_SHORT_MESSAGES):
         return f"{name}: {message}"[:500]
     return None
