@@ -20,7 +20,12 @@ def _inline(element) -> str:
     for child in element:
         parts.append("\n" if child.tag == "lb" else _inline(child))
         parts.append(child.tail or "")
-    return "\n".join(_SPACES.sub(" ", line).strip() for line in "".join(parts).split("\n")).strip()
+    return _tidy("".join(parts))
+
+
+def _tidy(text: str) -> str:
+    """Each line's runs of spaces made one, the lines trimmed."""
+    return "\n".join(_SPACES.sub(" ", line).strip() for line in text.split("\n")).strip()
 
 
 _BLOCKS = ("head", "p", "list", "table", "code", "quote")
@@ -87,7 +92,7 @@ def _walk(element, out: SectionBuilder) -> None:
     run: list[str] = [element.text or ""]
 
     def flush() -> None:
-        text = "\n".join(_SPACES.sub(" ", line).strip() for line in "".join(run).split("\n")).strip()
+        text = _tidy("".join(run))
         if text:
             out.lines += [text, ""]
         run.clear()
