@@ -32,6 +32,7 @@ class Settings:
     bad_keys_per_minute: int
     cors_origins: tuple[str, ...]
     console_demo_key_file: str
+    url_private_addresses_allowed: bool  # documents fetched from URLs: the local stack's test servers
 
 
 def load_settings() -> Settings:
@@ -59,4 +60,7 @@ def load_settings() -> Settings:
         cors_origins=tuple(o.strip().rstrip("/") for o in env.get("CORS_ORIGINS", "").split(",") if o.strip()),
         # local stack only: the file holding the demo key the console offers (infra/template.yaml)
         console_demo_key_file=env.get("CONSOLE_DEMO_KEY_FILE", ""),
+        # A URL's host may resolve inside the network only where the template says so: the
+        # local stack (its test servers are on 127.0.0.1), never on AWS (documents/url_fetch.py).
+        url_private_addresses_allowed=env.get("URL_PRIVATE_ADDRESSES", "refuse") == "allow",
     )

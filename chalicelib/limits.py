@@ -66,6 +66,15 @@ CONTENT_TYPE_MAX_CHARS = 200
 METADATA_NAME_MAX_CHARS = 100
 INLINE_UPLOAD_MAX_BYTES = 5 * 1024 * 1024
 PRESIGNED_EXPIRY_SECONDS = 900
+# A document fetched from a URL by the API (documents/url_fetch.py): its bytes sit in the
+# API function's memory (2,048 MB) on their way to S3, and the whole fetch must end well
+# inside API Gateway's 29 s; larger files go through a presigned PUT.
+URL_MAX_BYTES = 50 * 1024 * 1024
+URL_REDIRECTS = 5
+URL_CONNECT_SECONDS = 5
+URL_READ_SECONDS = 15
+URL_USER_AGENT = "kb-service/1 (+document fetch)"
+URL_MAX_CHARS = 2048
 ENTRY_TITLE_MAX_CHARS = 500
 ENTRY_CONTENT_MAX_CHARS = 200_000
 ENTRY_SEARCH_RESULTS = Range(1, 20, 5)

@@ -46,3 +46,40 @@ class LocalJsonServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class LocalPageServer:
+    """Pages and files on a free loopback port, as a web server would answer them: each path
+    maps to (status, headers, body); anything else is a 404. Records the paths asked for."""
+
+    def __init__(self, pages: dict[str, tuple[int, dict, bytes]]):
+        self.pages, self.paths = pages, []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.paths.append(self.path)
+                status, headers, body = server.pages.get(self.path, (404, {"Content-Type": "text/plain"},
+                                                                     b"not found"))
+                self.send_response(status)
+                for name, value in {"Content-Length": str(len(body)), **headers}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

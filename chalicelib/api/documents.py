@@ -9,10 +9,12 @@ from chalicelib.documents import entries, listing, service, uploads
 from chalicelib.documents.entry_text import whole_contents
 from chalicelib.auth.access import ENTRY_LEVELS
 from chalicelib.errors import Invalid
-from chalicelib.storage.document_status import STATUSES
+from chalicelib.ingestion.extract import HEAD_BYTES
+from chalicelib.storage.document_status import STATUSES, parse_status
 from chalicelib.validate import choice_field, int_field, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
+HEAD_BASE64_CHARS = (HEAD_BYTES + 2) // 3 * 4
 
 
 def _metadata(body: dict) -> dict:
@@ -39,14 +41,18 @@ def upload_document(principal, kb_id):
     size = body.get("size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
         raise Invalid.field("size", "must be an integer number of bytes")
+    url = string_field(body, "url", required=False, max_length=limits.URL_MAX_CHARS) or None
+    if url is not None and (content is not None or size is not None or body.get("sha256") is not None):
+        raise Invalid.field("url", "the service fetches the URL's bytes: give no content, size or sha256 with it")
     path = string_field(body, "path", required=False, max_length=limits.FILENAME_MAX_CHARS)
-    filename = string_field(body, "filename", required=not path, max_length=limits.FILENAME_MAX_CHARS)
+    filename = string_field(body, "filename", required=not (path or url), max_length=limits.FILENAME_MAX_CHARS)
     request = uploads.UploadRequest(
-        path=path or uploads.name_as_path(filename),
+        path=path or (uploads.name_as_path(filename) if filename else None), url=url,
         content_type=string_field(body, "contentType", required=False,
                                   max_length=limits.CONTENT_TYPE_MAX_CHARS) or None,
         size=size, metadata=_metadata(body), content_base64=content,
-        sha256=string_field(body, "sha256", required=False, max_length=64) or None)
+        sha256=string_field(body, "sha256", required=False, max_length=64) or None,
+        head_base64=string_field(body, "head", required=False, max_length=HEAD_BASE64_CHARS) or None)
     upload = uploads.upload(principal, kb_id, request)
     if upload.result == uploads.UNCHANGED:
         return ok(upload_view(upload), status=200)
@@ -60,8 +66,11 @@ def list_documents(principal, kb_id):
     refuse_unknown(params, {"limit", "nextToken", "status", "prefix", "path", "sort"},
                    "is not a parameter of the document list")
     status = params.get("status")
-    if status is not None and status not in STATUSES:
-        raise Invalid.field("status", f"must be one of {', '.join(STATUSES)}")
+    if status is not None:
+        status = parse_status(status)
+        if status is None:
+            raise Invalid.field("status", f"must be one of {', '.join(STATUSES)} (any case; completed is"
+                                          " PROCESSED)")
     sort = params.get("sort") or listing.DEFAULT_SORT
     if sort not in listing.SORTS:
         raise Invalid.field("sort", f"must be one of {', '.join(listing.SORTS)}")

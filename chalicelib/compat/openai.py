@@ -22,6 +22,7 @@ from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
 from chalicelib.retrieval import SearchRequest, SearchResult, search
 from chalicelib.retrieval.request import parse_filter
 from chalicelib.storage import connection
+from chalicelib.storage.document_status import DocumentStatus
 from chalicelib.validate import int_field, number_field, refuse_unknown, string_field
 
 # OpenAI's comparison and compound filter types, and the product's (Bedrock's) operators.
@@ -32,7 +33,8 @@ COMPOUNDS = {"and": "andAll", "or": "orAll"}
 # OpenAI's named ranker asks for the product's reranker (retrieval/rerank.py).
 RANKERS = {"auto": False, "none": False, "default-2024-11-15": True}
 # A document's status, as a vector store file's.
-STATUSES = {"PENDING": "in_progress", "PROCESSING": "in_progress", "PROCESSED": "completed", "FAILED": "failed"}
+STATUSES = {DocumentStatus.PENDING: "in_progress", DocumentStatus.PROCESSING: "in_progress",
+            DocumentStatus.PROCESSED: "completed", DocumentStatus.FAILED: "failed"}
 FILE_FILTERS = ("in_progress", "completed", "failed", "cancelled")
 # The product's error codes of a failed document, as OpenAI's last_error codes.
 _INVALID_FILE = {"CORRUPT_FILE", "ENCRYPTED", "NO_TEXT", "TOO_MANY_PAGES", "FILE_TOO_LARGE",
@@ -380,7 +382,7 @@ def list_files(principal: Principal, kb_id: str, params: dict) -> dict:
     after = (find_file(principal, kb_id, params["after"])["s3_key"],) if params.get("after") else None
     if wanted == "cancelled":  # nothing is ever cancelled here
         return _list_page([], False)
-    status = {"completed": "PROCESSED", "failed": "FAILED"}.get(wanted)
+    status = {"completed": DocumentStatus.PROCESSED, "failed": DocumentStatus.FAILED}.get(wanted)
     rows, more = [], True
     while more and len(rows) <= limit:
         page, token = documents_service.list_documents(

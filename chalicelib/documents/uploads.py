@@ -8,17 +8,18 @@ import json
 import mimetypes
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from chalicelib import limits
+from chalicelib import limits, metrics
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_write
 from chalicelib.aws import client, s3_presigner
 from chalicelib.config import load_settings
+from chalicelib.documents import url_fetch
 from chalicelib.errors import Invalid, TooLarge, Unsupported
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.extract import refused_by_name, sniff_type
+from chalicelib.ingestion.extract import HEAD_BYTES, refused_by_content, refused_by_name, sniff_type
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
 from chalicelib.storage import audit, connection, document_status, documents
 from chalicelib.storage.document_status import PROCESSED
@@ -32,12 +33,14 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class UploadRequest:
-    path: str  # below the knowledge base: "guides/install/index.html" (a bare name is a path too)
+    path: Optional[str]  # below the knowledge base: "guides/install/index.html" (a bare name is a path too)
     content_type: Optional[str]
     size: Optional[int]
     metadata: dict
     content_base64: Optional[str] = None
     sha256: Optional[str] = None  # of the bytes, hex: the same bytes at the same path are "unchanged"
+    url: Optional[str] = None  # fetched by the API (url_fetch); path None: the name the URL gives
+    head_base64: Optional[str] = None  # the file's first bytes: a binary type is refused before the PUT
 
 
 @dataclass(frozen=True)
@@ -129,15 +132,40 @@ def _decode_inline(data: str) -> bytes:
     return raw
 
 
+def _fetch(principal: Principal, kb_id: str, request: UploadRequest) -> tuple[UploadRequest, bytes]:
+    """The request with the URL's bytes, its content type and (when it names none) its
+    path: the URL's file name, with the extension its content type implies when it has
+    none (a page at /docs/intro is intro.html, read as HTML). Only a caller who may write
+    to the knowledge base gets the service to fetch anything."""
+    with connection() as conn:
+        kb_to_write(conn, principal, kb_id, "add documents")
+    settings = load_settings()
+    fetched = url_fetch.fetch(request.url, max_bytes=min(limits.URL_MAX_BYTES, settings.max_file_bytes),
+                              allow_private=settings.url_private_addresses_allowed)
+    path = request.path
+    if path is None:
+        name = fetched.filename
+        if "." not in name.lstrip(".") and fetched.content_type:
+            name += mimetypes.guess_extension(fetched.content_type) or ""
+        path = name_as_path(name)
+    return replace(request, path=path, content_type=request.content_type or fetched.content_type), fetched.content
+
+
 def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
     """Register a document at its path and return where to PUT its bytes (or store inline
-    bytes right away). access.kb_to_write says who may."""
+    or fetched bytes right away). access.kb_to_write says who may."""
     settings = load_settings()
+    raw = None
+    if request.url is not None:
+        request, raw = _fetch(principal, kb_id, request)
     path = clean_path(request.path)
     _check_type(path, request.content_type)
     if request.sha256 is not None and not _SHA256.match(request.sha256):
         raise Invalid.field("sha256", "must be the 64 lower-case hex digits of the file's SHA-256")
-    raw = _decode_inline(request.content_base64) if request.content_base64 is not None else None
+    if request.content_base64 is not None:
+        raw = _decode_inline(request.content_base64)
+    if request.head_base64 is not None and raw is None:
+        _check_head(path, request.head_base64)
     if raw is not None:
         _check_bytes(path, raw)
     size = len(raw) if raw is not None else request.size
@@ -151,18 +179,21 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
         kb_to_write(conn, principal, kb_id, "upload documents")
         current = documents.find_by_key(conn, kb_id, key)
         if _unchanged(current, digest, request.metadata):
+            metrics.record_upload(_media_type(path, request.content_type), UNCHANGED)
             return Upload(document=current, put=None, result=UNCHANGED)
         doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=path.rsplit("/", 1)[-1],
-                                             size_bytes=size)
+                                             size_bytes=size, created_by=principal.user_id, original_url=request.url)
         result = ADDED if current is None else UPDATED
         audit.write(conn, principal, "upload_document", "document", doc["id"],
                     after={"knowledgeBaseId": kb_id, "path": path, "size": size,
-                           "inline": raw is not None, "result": result})
+                           "inline": raw is not None and request.url is None, "url": request.url,
+                           "result": result})
+    metrics.record_upload(_media_type(path, request.content_type), result)
     s3 = client("s3")
     if request.metadata:
         s3.put_object(Bucket=settings.bucket, Key=key + SIDECAR_SUFFIX, ContentType="application/json",
                       Body=json.dumps({"metadataAttributes": request.metadata}).encode())
-    content_type = request.content_type or mimetypes.guess_type(path)[0] or FALLBACK_CONTENT_TYPE
+    content_type = _media_type(path, request.content_type)
     if raw is not None:
         s3.put_object(Bucket=settings.bucket, Key=key, Body=raw, ContentType=content_type)
         return Upload(document=doc, put=None, result=result)
@@ -173,11 +204,29 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
                                                  expires_in=expires), result=result)
 
 
+def _media_type(path: str, content_type: Optional[str]) -> str:
+    return content_type or mimetypes.guess_type(path)[0] or FALLBACK_CONTENT_TYPE
+
+
 def _unchanged(current: Optional[dict], digest: Optional[str], metadata: dict) -> bool:
     """The path holds these bytes, indexed, and the upload brings no other metadata."""
     return (current is not None and digest is not None and current["kind"] == "file"
             and current["status"] == PROCESSED and current["indexed_hash"] == digest
             and (not metadata or metadata == current["metadata"]))
+
+
+def _check_head(path: str, data: str) -> None:
+    """A presigned upload's first bytes, when the caller sends them (`kb` does): a binary
+    type is refused now, naming it, as a name is, instead of failing in the pipeline."""
+    try:
+        head = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise Invalid.field("head", "must be base64") from None
+    if len(head) > HEAD_BYTES:
+        raise Invalid.field("head", f"must be at most the file's first {HEAD_BYTES} bytes")
+    refused = refused_by_content(head)
+    if refused:
+        raise Unsupported(f"head: {path} is {refused}, which is not a document format this service reads")
 
 
 def _check_bytes(path: str, raw: bytes) -> None:

@@ -36,22 +36,38 @@ PENDING, PROCESSING, PROCESSED, FAILED = DocumentStatus
 STATUSES: tuple[str, ...] = tuple(s.value for s in DocumentStatus)  # the API's names, in this order
 VERDICTS = frozenset({PROCESSED, FAILED})
 IN_FLIGHT: tuple[str, ...] = tuple(s.value for s in DocumentStatus if s not in VERDICTS)
+# Other names a filter may use for a status: seed 004's `completed` (its StatusCompleted).
+ALIASES = {"COMPLETED": PROCESSED}
+
+
+def parse_status(name: str) -> Optional[DocumentStatus]:
+    """A status as a filter names it: any case, seed 004's `completed` for PROCESSED
+    (None when it names no status)."""
+    upper = name.strip().upper()
+    return ALIASES.get(upper) or (DocumentStatus(upper) if upper in STATUSES else None)
 
 
 def upsert_pending(conn: psycopg.Connection, *, kb_id: str, s3_key: str, filename: str,
-                   size_bytes: Optional[int], run_id: Optional[str] = None, run_attempts: int = 0) -> dict:
+                   size_bytes: Optional[int], run_id: Optional[str] = None, run_attempts: int = 0,
+                   created_by: Optional[str] = None, original_url: Optional[str] = None) -> dict:
     """The document for an S3 key, now PENDING and owned by run_id (None: registered
     through the API, its bytes not yet come), its step timings reset for the new run.
-    Its chunks stay searchable until a run replaces them."""
+    Its chunks stay searchable until a run replaces them. created_by is kept from the
+    first registration; a registration sets original_url (None: uploaded bytes), a run
+    leaves it as the registration said."""
     return conn.execute(
-        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id, run_attempts, status)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, 'PENDING')"
+        "INSERT INTO documents (id, kb_id, s3_key, filename, size_bytes, current_run_id, run_attempts, status,"
+        "   created_by, original_url)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, 'PENDING', %s, %s)"
         " ON CONFLICT (kb_id, s3_key) DO UPDATE SET status = 'PENDING', size_bytes = EXCLUDED.size_bytes,"
         "   current_run_id = EXCLUDED.current_run_id, run_attempts = EXCLUDED.run_attempts,"
         "   execution_arn = NULL, error_code = NULL, error_message = NULL,"
-        "   step_durations = '{}'::jsonb, updated_at = now()"
+        "   step_durations = '{}'::jsonb, updated_at = now(),"
+        "   created_by = coalesce(documents.created_by, EXCLUDED.created_by),"
+        "   original_url = CASE WHEN EXCLUDED.current_run_id IS NULL THEN EXCLUDED.original_url"
+        "                       ELSE documents.original_url END"
         f" RETURNING {DOC_COLUMNS}",
-        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id, run_attempts),
+        (new_id("doc"), kb_id, s3_key, filename, size_bytes, run_id, run_attempts, created_by, original_url),
     ).fetchone()
 
 

@@ -50,6 +50,23 @@ def test_binary_types_are_refused_by_name_or_declared_type():
     uploads._check_type("config/app.yaml", "application/yaml")
 
 
+def test_a_binary_file_is_refused_by_its_first_bytes_before_its_upload():
+    import base64
+
+    from chalicelib.errors import Invalid
+    head = base64.b64encode(b"\x1f\x8b\x08\x00" + bytes(200)).decode()
+    with pytest.raises(Unsupported) as err:
+        uploads._check_head("backup.dat", head)
+    assert err.value.message == ("head: backup.dat is gzip archive, which is not a document format this service"
+                                 " reads")
+    for readable in (b"# Notes\n\nplain text", b"%PDF-1.7\n", b"PK\x03\x04 a docx, told by its end"):
+        uploads._check_head("notes", base64.b64encode(readable).decode())
+    with pytest.raises(Invalid, match="head: must be base64"):
+        uploads._check_head("notes", "not base64!")
+    with pytest.raises(Invalid, match="first 4096 bytes"):
+        uploads._check_head("notes", base64.b64encode(b"x" * 4097).decode())
+
+
 def test_a_folder_prefix_keeps_its_slash():
     assert uploads.clean_prefix("guides/") == "guides/"
     assert uploads.clean_prefix("guides") == "guides"

@@ -139,3 +139,12 @@ def test_the_schema_and_the_api_name_the_same_statuses():
     schemas = yaml.safe_load((ROOT / "docs/openapi.yaml").read_text())["components"]["schemas"]
     document = next(s for s in schemas.values() if "contentHash" in s.get("properties", {}))
     assert tuple(document["properties"]["status"]["enum"]) == STATUSES
+
+
+def test_the_vector_store_view_names_every_status_and_filters_read_any_case():
+    from chalicelib.compat.openai import STATUSES as AS_FILE_STATUS
+    assert set(AS_FILE_STATUS) == set(DocumentStatus)
+    assert document_status.parse_status("completed") is DocumentStatus.PROCESSED  # seed 004's name
+    assert document_status.parse_status("Failed") is DocumentStatus.FAILED
+    assert document_status.parse_status(" pending ") is DocumentStatus.PENDING
+    assert document_status.parse_status("done") is None
