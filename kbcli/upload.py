@@ -12,6 +12,7 @@ Every file goes through a presigned PUT, never inline base64: the bytes go strai
 S3 without the 4/3 base64 growth or the API's 7 MiB body limit, the byte progress bar
 measures the real transfer, and there is one code path whatever the size. The cost is
 one more request per file, which a tiny file does not notice."""
+import base64
 import fnmatch
 import glob
 import hashlib
@@ -27,6 +28,7 @@ from kbcli.client import CliError, Client
 
 TERMINAL = ("PROCESSED", "FAILED")
 CHUNK_BYTES = 256 * 1024
+HEAD_BYTES = 4096  # what the API reads of `head` (its sniff.HEAD_BYTES: tar's magic sits at 257)
 GLOB_CHARS = set("*?[")
 OUTAGE_SECONDS = 120
 # What registering a file did (the API's answer), and what the summary calls a file that
@@ -112,11 +114,18 @@ def _matches(patterns: list[str], path: Path, relative: Path) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in patterns for name in names)
 
 
-def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix: str = "") -> list[Source]:
+def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix: str = "", *,
+            recursive: bool) -> list[Source]:
     """Files named, folders walked (recursively, skipping hidden entries) and globs
     expanded, each with its remote path; --include/--exclude match a file's name or its
-    path below the folder. The same file reached twice at the same path counts once."""
+    path below the folder. The same file reached twice at the same path counts once.
+    Without `recursive` a folder is refused, as `cp` and `aws s3 cp` refuse one without -r."""
     found: dict[tuple[Path, str], Source] = {}
+
+    def folder_allowed(folder: Path) -> None:
+        if not recursive:
+            raise CliError("IS_A_FOLDER", f"{folder} is a folder: add -r (--recursive) to upload the files"
+                                          " in it", exit_code=2)
 
     def consider(path: Path, relative: Path) -> None:
         if include and not _matches(include, path, relative):
@@ -138,6 +147,7 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix
     for given in paths:
         path = Path(given).expanduser()
         if path.is_dir():
+            folder_allowed(path)
             walk(path)
         elif path.is_file():
             consider(path, Path(path.name))
@@ -147,6 +157,7 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix
                 raise CliError("NO_FILES", f"{given}: no file matches", exit_code=2)
             for match in map(Path, matches):
                 if match.is_dir():
+                    folder_allowed(match)
                     walk(match)
                 else:
                     consider(match, Path(match.name))
@@ -162,6 +173,13 @@ def _chunks(path: Path, on_bytes: Callable[[int], None]):
         while block := handle.read(CHUNK_BYTES):
             on_bytes(len(block))
             yield block
+
+
+def head_of(path: Path) -> str:
+    """The file's first HEAD_BYTES, base64: the API tells a binary file from its bytes and
+    refuses it at registration, before its bytes are sent, as it does by name."""
+    with path.open("rb") as handle:
+        return base64.b64encode(handle.read(HEAD_BYTES)).decode("ascii")
 
 
 def sha256_of(path: Path) -> str:
@@ -186,7 +204,8 @@ def upload_one(client: Client, kb_id: str, item: FileResult, metadata: Optional[
         on_bytes(n)
 
     try:
-        body: dict = {"path": item.source.remote, "size": item.size, "sha256": sha256_of(item.source.local)}
+        body: dict = {"path": item.source.remote, "size": item.size, "sha256": sha256_of(item.source.local),
+                      "head": head_of(item.source.local)}
         if metadata:
             body["metadata"] = metadata
         answer = client.post(f"/knowledge-bases/{kb_id}/documents", body)

@@ -15,7 +15,9 @@ from kbcli.session import Session, YesOption, command, delete_confirmed, json_op
 
 app = new_group("docs", "Documents: upload files and folders, list, status, delete, reindex.")
 
-KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…).", show_default=False)]
+# --knowledge-base as seed 004's `docs upload` spells it.
+KbOption = Annotated[str, typer.Option("--kb", "--knowledge-base", help="The knowledge base's id (kb_…).",
+                                       show_default=False)]
 DocId = Annotated[str, typer.Argument(help="The document's id (doc_…) or its path in the knowledge base"
                                             " (guides/install/index.html).", show_default=False)]
 STATUS_STYLE = {"PROCESSED": "green", "FAILED": "red", "PENDING": "yellow", "PROCESSING": "cyan"}
@@ -28,13 +30,6 @@ class Sort(str, Enum):
     path = "path"
     updatedAt = "updatedAt"
     status = "status"
-
-
-class Status(str, Enum):
-    PENDING = "PENDING"
-    PROCESSING = "PROCESSING"
-    PROCESSED = "PROCESSED"
-    FAILED = "FAILED"
 
 
 def docs_path(kb_id: str) -> str:
@@ -90,7 +85,25 @@ def summary(results: list[dict]) -> str:
     return ", ".join(f"{n} {name}" for name, n in counts.items() if n)
 
 
+def upload_lines(results: list[dict]) -> list[str]:
+    """Seed 004's lines, one a file (`✓ Uploaded: FILE` as its CLI prints them), for a
+    script or a log reading stdout: the local file as it was given, what came of it."""
+    lines = []
+    for r in results:
+        if r["result"] == upload.FAILED:
+            error = r["error"] or {}
+            lines.append(f"✗ Failed: {r['localPath']}: {error.get('code')}: {error.get('message')}")
+        else:
+            lines.append(f"✓ {'Unchanged' if r['result'] == upload.UNCHANGED else 'Uploaded'}: {r['localPath']}")
+    return lines
+
+
 def render_upload(results: list[dict], waited: bool) -> None:
+    if not output.out.is_terminal:
+        for line in upload_lines(results):
+            output.out.print(line, markup=False)
+        output.note(summary(results))
+        return
     output.table(["path", "result", "document", "status", "chunks", "error"], (
         (r["path"], Styled(f"[{RESULT_STYLE[r['result']]}]{r['result']}[/]"), r["id"], styled_status(r["status"]),
          r["chunks"],
@@ -110,9 +123,12 @@ def _progress(enabled: bool) -> Progress:
 
 @command(app, "upload")
 def upload_(session: Session,
-            paths: Annotated[list[str], typer.Argument(help="Files, folders (recursive) and globs.",
+            paths: Annotated[list[str], typer.Argument(help="Files, folders (with -r) and globs.",
                                                        show_default=False)],
             kb: KbOption,
+            recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Upload the files in the folders"
+                                                    " named, and in their folders (without it a folder is"
+                                                    " refused, as cp does).")] = False,
             prefix: Annotated[Optional[str], typer.Option(
                 "--prefix", help="Put the files below this folder of the knowledge base (docs/v2).")] = None,
             include: Annotated[Optional[list[str]], typer.Option(
@@ -134,7 +150,8 @@ def upload_(session: Session,
     A path that holds the same bytes already is "unchanged" and not sent again.
     Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion."""
     attributes = json_option(metadata, "--metadata")
-    plan = upload.Plan.of(upload.collect(paths, include or [], exclude or [], upload.clean_prefix(prefix)))
+    plan = upload.Plan.of(upload.collect(paths, include or [], exclude or [], upload.clean_prefix(prefix),
+                                         recursive=recursive))
     client = session.client()
     client.get(f"/knowledge-bases/{kb}")  # an unknown knowledge base is one error, not one per file
     sending = plan.to_send
@@ -170,7 +187,9 @@ def upload_(session: Session,
 
 @command(app, "list")
 def list_(session: Session, kb: KbOption,
-          status: Annotated[Optional[Status], typer.Option(help="Only documents in this status.")] = None,
+          status: Annotated[Optional[str], typer.Option(
+              help="Only documents in this status: PENDING, PROCESSING, PROCESSED (or completed) or FAILED,"
+                   " in any case.")] = None,
           prefix: Annotated[Optional[str], typer.Option(
               help="Only paths that start with this (a folder: guides/).")] = None,
           sort: Annotated[Sort, typer.Option(help="path (byte order), updatedAt (newest first) or status"
@@ -184,7 +203,7 @@ def list_(session: Session, kb: KbOption,
                                                            " request).")] = False):
     """List a knowledge base's documents, a page at a time (--all for every page)."""
     client = session.client()
-    params = {"status": status.value if status else None, "prefix": prefix, "sort": sort.value,
+    params = {"status": status, "prefix": prefix, "sort": sort.value,
               "limit": limit, "nextToken": next_token}
     data = client.get(docs_path(kb), params=params)
     if all_:

@@ -83,6 +83,8 @@ def upload_folder(shared_docs, tmp_path_factory) -> Path:
         shutil.copyfile(shared_docs / name, folder / target)
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\nthis is not a PDF body\n")
     (folder / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n a picture, which the service does not read")
+    # A name that says nothing: the API refuses it from the first bytes kb sends with its registration.
+    (folder / "backup.dat").write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
     (folder / "skipped.txt").write_text("excluded on the command line")
     (folder / ".hidden.md").write_text("hidden files are not walked")
     return folder
@@ -91,6 +93,6 @@ def upload_folder(shared_docs, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def uploaded(cli, kb, upload_folder) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """One command uploads the whole folder and waits for ingestion."""
-    done = cli.run("docs", "upload", str(upload_folder), "--kb", kb, "--wait", "--timeout", "240",
+    done = cli.run("docs", "upload", "-r", str(upload_folder), "--kb", kb, "--wait", "--timeout", "240",
                    "--exclude", "skipped.*", "--metadata", '{"team": "cli"}', "--json", expect=None)
     return done, json.loads(done.stdout)

@@ -16,7 +16,7 @@ def test_folder_upload_waits_and_reports_each_file(uploaded, upload_folder):
     files = by_path(results)
     # Subfolders walked with their paths, hidden files skipped, --exclude honoured.
     assert set(files) == {"crazyones.pdf", "pypdf-extract-text.md", "word/par-known-paragraphs.docx",
-                          "word/nested/two-different-pages.pdf", "broken.pdf", "picture.png"}
+                          "word/nested/two-different-pages.pdf", "broken.pdf", "picture.png", "backup.dat"}
     for path in ("crazyones.pdf", "pypdf-extract-text.md", "word/par-known-paragraphs.docx",
                  "word/nested/two-different-pages.pdf"):
         assert files[path]["status"] == "PROCESSED" and files[path]["result"] == "added", files[path]
@@ -29,6 +29,10 @@ def test_folder_upload_waits_and_reports_each_file(uploaded, upload_folder):
     assert files["broken.pdf"]["result"] == "failed"
     assert files["picture.png"]["status"] == "FAILED" and files["picture.png"]["id"] is None
     assert files["picture.png"]["error"]["code"] == "UNSUPPORTED_TYPE" and files["picture.png"]["result"] == "failed"
+    # Refused from its first bytes, at registration: no document, and its type named.
+    assert (files["backup.dat"]["status"], files["backup.dat"]["id"]) == ("FAILED", None)
+    assert files["backup.dat"]["error"]["code"] == "UNSUPPORTED_TYPE"
+    assert "backup.dat is gzip archive" in files["backup.dat"]["error"]["message"]
 
 
 def test_upload_table_names_failures_and_exits_1(cli, kb, uploaded, upload_folder):
@@ -47,7 +51,7 @@ def test_upload_of_globs_without_wait(cli, upload_folder, tmp_path):
         for folder in ("a", "b"):
             (tmp_path / folder).mkdir()
             (tmp_path / folder / "same.md").write_text(f"# Folder {folder}\n\nSame name, other text.")
-        done = cli.run("docs", "upload", str(tmp_path / "a"), str(tmp_path / "b"), "--kb", other, "--json",
+        done = cli.run("docs", "upload", "-r", str(tmp_path / "a"), str(tmp_path / "b"), "--kb", other, "--json",
                        expect=1)
         first, second = json.loads(done.stdout)
         assert (first["path"], first["localPath"], first["error"]) == ("same.md", str(tmp_path / "a" / "same.md"), None)
@@ -55,7 +59,7 @@ def test_upload_of_globs_without_wait(cli, upload_folder, tmp_path):
         assert second["error"]["code"] == "DUPLICATE_PATH"
         assert str(tmp_path / "a" / "same.md") in second["error"]["message"]
         assert str(tmp_path / "b" / "same.md") in second["error"]["message"]
-        both = cli.json("docs", "upload", str(tmp_path), "--kb", other)
+        both = cli.json("docs", "upload", "-r", str(tmp_path), "--kb", other)
         assert sorted((r["path"], r["result"]) for r in both) == [("a/same.md", "added"), ("b/same.md", "added")]
 
         results = cli.json("docs", "upload", str(upload_folder / "**" / "*.pdf"), "--kb", other,
@@ -71,7 +75,7 @@ def test_upload_of_globs_without_wait(cli, upload_folder, tmp_path):
 
 def test_upload_of_nothing_is_a_usage_error(cli, kb, upload_folder):
     cli.error("docs", "upload", str(upload_folder / "absent.pdf"), "--kb", kb, code="NO_FILES", expect=2)
-    cli.error("docs", "upload", str(upload_folder), "--kb", kb, "--include", "*.nothing", code="NO_FILES",
+    cli.error("docs", "upload", "-r", str(upload_folder), "--kb", kb, "--include", "*.nothing", code="NO_FILES",
               expect=2)
 
 

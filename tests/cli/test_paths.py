@@ -45,13 +45,13 @@ def site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def first_upload(cli, paths_kb, site) -> dict[str, dict]:
-    return by_path(cli.json("docs", "upload", str(site), "--kb", paths_kb, "--wait", "--timeout", "240"))
+    return by_path(cli.json("docs", "upload", "-r", str(site), "--kb", paths_kb, "--wait", "--timeout", "240"))
 
 
 @pytest.fixture(scope="module")
 def more_uploads(cli, paths_kb, site, first_upload) -> tuple[dict, dict]:
     """The folder again below v2/, and one file of it named alone below single/."""
-    prefixed = by_path(cli.json("docs", "upload", str(site), "--kb", paths_kb, "--prefix", "v2/", "--wait"))
+    prefixed = by_path(cli.json("docs", "upload", "-r", str(site), "--kb", paths_kb, "--prefix", "v2/", "--wait"))
     single = by_path(cli.json("docs", "upload", str(site / "a" / "index.html"), "--kb", paths_kb,
                               "--prefix", "single", "--wait"))
     return prefixed, single
@@ -68,19 +68,19 @@ def test_a_folder_keeps_its_paths(first_upload, site):
 
 def test_the_same_folder_again_is_unchanged_and_sends_nothing(cli, paths_kb, site, first_upload):
     before = {p: cli.json("docs", "status", r["id"], "--kb", paths_kb) for p, r in first_upload.items()}
-    again = by_path(cli.json("docs", "upload", str(site), "--kb", paths_kb, "--wait"))
+    again = by_path(cli.json("docs", "upload", "-r", str(site), "--kb", paths_kb, "--wait"))
     assert {p: (r["result"], r["id"], r["status"]) for p, r in again.items()} == {
         p: ("unchanged", r["id"], "PROCESSED") for p, r in first_upload.items()}
     # Nothing sent: no new version was registered, so the documents were not touched.
     after = {p: cli.json("docs", "status", r["id"], "--kb", paths_kb) for p, r in first_upload.items()}
     assert {p: d["updatedAt"] for p, d in after.items()} == {p: d["updatedAt"] for p, d in before.items()}
-    table = cli.run("docs", "upload", str(site), "--kb", paths_kb).stdout
+    table = cli.run("docs", "upload", "-r", str(site), "--kb", paths_kb).stdout
     assert "2 unchanged" in table and "added" not in table and "a/index.html" in table
 
 
 def test_a_changed_file_is_updated_in_place(cli, paths_kb, site, first_upload):
     write_site(site, b_body="The heat pump is reset from the service menu, under Settings, then Reset.")
-    done = cli.run("docs", "upload", str(site), "--kb", paths_kb, "--wait", "--timeout", "240", "--json")
+    done = cli.run("docs", "upload", "-r", str(site), "--kb", paths_kb, "--wait", "--timeout", "240", "--json")
     results = by_path(json.loads(done.stdout))
     assert results["a/index.html"]["result"] == "unchanged"
     assert results["b/index.html"]["result"] == "updated" and results["b/index.html"]["status"] == "PROCESSED"

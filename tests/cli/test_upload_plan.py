@@ -22,30 +22,42 @@ def mapping(sources) -> list[tuple[str, str]]:
 
 def test_a_folder_keeps_paths_relative_to_it(tmp_path):
     site = tree(tmp_path / "site", "a/index.html", "b/index.html", "index.html", ".git/config", "b/.draft.md")
-    assert sorted(s.remote for s in collect([str(site)], [], [])) == ["a/index.html", "b/index.html",
-                                                                       "index.html"]
-    assert sorted(s.remote for s in collect([str(site)], [], [], "docs/v2")) == [
+    assert sorted(s.remote for s in collect([str(site)], [], [], recursive=True)) == [
+        "a/index.html", "b/index.html", "index.html"]
+    assert sorted(s.remote for s in collect([str(site)], [], [], "docs/v2", recursive=True)) == [
         "docs/v2/a/index.html", "docs/v2/b/index.html", "docs/v2/index.html"]
 
 
 def test_a_file_named_goes_under_its_own_name(tmp_path):
     site = tree(tmp_path / "site", "a/index.html", "b/guide.md")
-    assert mapping(collect([str(site / "a" / "index.html")], [], [])) == [("index.html", "index.html")]
-    assert mapping(collect([str(site / "b" / "guide.md")], [], [], "notes")) == [("notes/guide.md", "guide.md")]
+    assert mapping(collect([str(site / "a" / "index.html")], [], [], recursive=False)) == [
+        ("index.html", "index.html")]
+    assert mapping(collect([str(site / "b" / "guide.md")], [], [], "notes", recursive=False)) == [
+        ("notes/guide.md", "guide.md")]
+
+
+def test_a_folder_without_recursive_is_refused_with_the_hint(tmp_path):
+    site = tree(tmp_path / "site", "a/index.html", "top.md")
+    for given, folder in ((str(site), site), (str(site / "*"), site / "a")):
+        with pytest.raises(CliError) as refused:
+            collect([given], [], [], recursive=False)
+        assert refused.value.code == "IS_A_FOLDER" and refused.value.exit_code == 2
+        assert f"{folder} is a folder: add -r (--recursive)" in refused.value.message
+    assert [s.remote for s in collect([str(site / "*.md")], [], [], recursive=False)] == ["top.md"]
 
 
 def test_a_glob_maps_files_by_name_and_folders_relative_to_themselves(tmp_path):
     site = tree(tmp_path / "site", "v1/a/index.html", "v1/b.md", "v2/a/index.html", "top.md")
     # Files matched: their own names.
-    assert sorted(s.remote for s in collect([str(site / "*.md")], [], [])) == ["top.md"]
+    assert sorted(s.remote for s in collect([str(site / "*.md")], [], [], recursive=True)) == ["top.md"]
     # Folders matched: walked, each one's files relative to it.
-    sources = collect([str(site / "v*")], [], [])
+    sources = collect([str(site / "v*")], [], [], recursive=True)
     assert sorted(s.remote for s in sources) == ["a/index.html", "a/index.html", "b.md"]
 
 
 def test_two_files_for_one_path_refuse_the_later_naming_both(tmp_path):
     site = tree(tmp_path / "site", "v1/a/index.html", "v2/a/index.html")
-    plan = Plan.of(collect([str(site / "v1"), str(site / "v2")], [], []))
+    plan = Plan.of(collect([str(site / "v1"), str(site / "v2")], [], [], recursive=True))
     first, second = plan.items
     assert first.error is None and first.source.remote == "a/index.html"
     assert second.error["code"] == "DUPLICATE_PATH"
@@ -57,14 +69,14 @@ def test_two_files_for_one_path_refuse_the_later_naming_both(tmp_path):
 
 def test_the_same_file_twice_at_one_path_counts_once(tmp_path):
     site = tree(tmp_path / "site", "index.html")
-    sources = collect([str(site), str(site / "index.html"), str(site / "*.html")], [], [])
+    sources = collect([str(site), str(site / "index.html"), str(site / "*.html")], [], [], recursive=True)
     assert mapping(sources) == [("index.html", "index.html")]
     assert Plan.of(sources).items[0].error is None
 
 
 def test_same_name_in_different_folders_is_no_longer_a_conflict(tmp_path):
     site = tree(tmp_path / "site", "a/README.md", "b/README.md")
-    plan = Plan.of(collect([str(site)], [], []))
+    plan = Plan.of(collect([str(site)], [], [], recursive=True))
     assert [i.error for i in plan.items] == [None, None]
     assert [i.as_dict()["path"] for i in plan.items] == ["a/README.md", "b/README.md"]
     assert plan.items[0].as_dict()["localPath"] == str(site / "a" / "README.md")
@@ -72,7 +84,7 @@ def test_same_name_in_different_folders_is_no_longer_a_conflict(tmp_path):
 
 def test_include_and_exclude_match_below_the_folder_not_the_prefix(tmp_path):
     site = tree(tmp_path / "site", "a/index.html", "a/skip.md", "b/index.html")
-    sources = collect([str(site)], ["a/*"], ["*.md"], "docs")
+    sources = collect([str(site)], ["a/*"], ["*.md"], "docs", recursive=True)
     assert [s.remote for s in sources] == ["docs/a/index.html"]
 
 
