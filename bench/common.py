@@ -20,7 +20,7 @@ BENCH_DB = "kb_bench"
 
 def quiet_metrics() -> None:
     """The service prints EMF lines per search and cache lookup; keep them out of the tables."""
-    from chalicelib.retrieval import metrics
+    from chalicelib import metrics
 
     metrics.count_lookup = lambda hit, provider: None
     metrics.record_search = lambda strategy, took_ms: None

@@ -1,4 +1,4 @@
-"""Whether the database, Redis and the bucket answer, each check with its own short
+"""Whether the database, Redis, the bucket and the embedding provider answer, each check with its own short
 timeouts, all at once. A check that answers slowly, or reaches its dependency and gets no
 answer in time, is "slow" (the service is degraded, not down); only one that cannot reach
 its dependency (refused, not found, not configured) is "down". Failures are reported by
@@ -13,6 +13,7 @@ import redis
 
 from chalicelib import limits
 from chalicelib.config import Settings, load_settings
+from chalicelib.errors import Transient
 from chalicelib.storage.db import database_conninfo
 
 CONNECT_SECONDS = limits.HEALTH_CONNECT_SECONDS
@@ -85,10 +86,28 @@ def _bucket(settings: Settings, reached: Reached) -> None:
         raise
 
 
+def _embedding(settings: Settings, reached: Reached) -> None:
+    """Seed 004's provider check: the deployment's embedding provider answers (a remote one
+    embeds a word; the local model's files are there). A timeout is a slow answer: the
+    request went out to a provider that accepts connections behind a load balancer."""
+    from chalicelib.embeddings.provider import check_provider
+
+    if settings.embedding_provider != "local":
+        reached()
+    check_provider(settings.embedding_provider, ANSWER_SECONDS)
+
+
+def _cause(exc: Exception) -> Exception:
+    """A provider's Transient carries what happened as its cause."""
+    return exc.__cause__ if isinstance(exc, Transient) and isinstance(exc.__cause__, Exception) else exc
+
+
 def _answer_timeout(exc: Exception) -> bool:
     from botocore.exceptions import ReadTimeoutError
 
-    return isinstance(exc, (redis.TimeoutError, psycopg.errors.QueryCanceled, ReadTimeoutError, TimeoutError))
+    exc = _cause(exc)
+    return (isinstance(exc, (redis.TimeoutError, psycopg.errors.QueryCanceled, ReadTimeoutError, TimeoutError))
+            or type(exc).__name__ == "APITimeoutError")  # openai's, without importing the SDK here
 
 
 def _timed(check, settings: Settings, reached: Reached) -> dict:
@@ -108,6 +127,7 @@ def _timed(check, settings: Settings, reached: Reached) -> dict:
 def _kind(exc: Exception) -> str:
     from botocore.exceptions import ClientError
 
+    exc = _cause(exc)
     if isinstance(exc, NotConfigured):
         return "not configured"
     if isinstance(exc, ClientError):  # HeadBucket's codes are bare statuses ("404", "403")
@@ -126,7 +146,7 @@ def check_health() -> dict:
     (the message names it and its time). The checks run at once, so the answer takes
     about the slowest of them, and at most every timeout plus a second."""
     settings = load_settings()
-    checks = {"database": _database, "redis": _redis, "bucket": _bucket}
+    checks = {"database": _database, "redis": _redis, "bucket": _bucket, "embedding": _embedding}
     reached = {name: Reached() for name in checks}
     pool = ThreadPoolExecutor(max_workers=len(checks))
     started = time.perf_counter()

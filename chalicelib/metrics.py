@@ -1,5 +1,10 @@
-"""CloudWatch metrics of the search service, as EMF lines (CloudWatch turns them into metrics)."""
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+"""CloudWatch metrics of the service, as EMF lines (CloudWatch turns them into metrics).
+
+Beside the service's own, the three seed 004 names (its Prometheus names without the
+`compozy_` prefix, seconds as it measures them). Its workspace_id dimension is left out:
+one metric per organisation is a CloudWatch custom metric each, billed monthly; the
+organisation is in the log line the EMF rides on."""
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 
 METRICS_NAMESPACE = "KnowledgeBaseService"
 
@@ -12,7 +17,27 @@ def count_lookup(hit: bool, provider: str) -> None:
 
 
 def record_search(strategy: str, took_ms: float) -> None:
-    """Service-side latency of one search, by strategy."""
-    with single_metric(name="SearchLatency", unit=MetricUnit.Milliseconds, value=took_ms,
+    """Service-side latency of one search, by strategy: SearchLatency (ms), and seed 004's
+    query duration (seconds)."""
+    line = EphemeralMetrics(namespace=METRICS_NAMESPACE)  # both in one EMF line
+    line.add_dimension(name="strategy", value=strategy)
+    line.add_metric(name="SearchLatency", unit=MetricUnit.Milliseconds, value=took_ms)
+    line.add_metric(name="knowledge_query_duration_seconds", unit=MetricUnit.Seconds, value=took_ms / 1000)
+    line.flush_metrics()
+
+
+def record_upload(content_type: str, result: str) -> None:
+    """Seed 004's documents uploaded: one per registration, by its type and what came of it
+    (added, updated, unchanged)."""
+    with single_metric(name="knowledge_documents_uploaded_total", unit=MetricUnit.Count, value=1,
                        namespace=METRICS_NAMESPACE) as metric:
-        metric.add_dimension(name="strategy", value=strategy)
+        metric.add_dimension(name="mime_type", value=content_type)
+        metric.add_dimension(name="status", value=result)
+
+
+def record_embedding(provider: str, model: str, seconds: float) -> None:
+    """Seed 004's embedding generation duration: one batch of a document's chunks."""
+    with single_metric(name="knowledge_embedding_generation_duration_seconds", unit=MetricUnit.Seconds,
+                       value=seconds, namespace=METRICS_NAMESPACE) as metric:
+        metric.add_dimension(name="provider", value=provider)
+        metric.add_dimension(name="model", value=model)

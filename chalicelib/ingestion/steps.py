@@ -16,7 +16,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from chalicelib import limits
+from chalicelib import limits, metrics
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
@@ -175,13 +175,21 @@ def chunk_step(event: dict) -> dict:
     return _embed_and_store_here(state, kb, chunks)
 
 
+def _embedded(kb: dict, chunks: list[Chunk]) -> list[list[float]]:
+    """The chunks' vectors from the knowledge base's provider, the time it took as a metric."""
+    provider = get_provider(kb["embedding_provider"], kb["embedding_model"])
+    started = time.monotonic()
+    vectors = provider.embed_documents([c.content for c in chunks])
+    metrics.record_embedding(provider.name, provider.model, time.monotonic() - started)
+    return vectors
+
+
 def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dict:
     """A document of one embedding batch (a one-page file has one to three chunks) is
     embedded and stored by the Chunk task itself, and its run ends there: three task
     invocations (Embed, Store, Finalize) and the batch files' S3 round trips fewer."""
     with _step(state, "embed"):
-        vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
-            [c.content for c in chunks])
+        vectors = _embedded(kb, chunks)
     with _step(state, "store"):
         stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
     if state.extracted_key:  # otherwise the run wrote no work file
@@ -196,8 +204,7 @@ def embed_step(event: dict) -> str:
         with connection() as conn:
             kb = _knowledge_base(conn, batch.kb_id)
         chunks = [Chunk.from_json(c) for c in objects.read_json(batch.bucket, batch.batch_key)]
-        vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
-            [c.content for c in chunks])
+        vectors = _embedded(kb, chunks)
         embedded = [replace(c, embedding=v).to_json() for c, v in zip(chunks, vectors)]
         return objects.write_json(batch.bucket, batch.batch_key.replace("chunks-", "embedded-"), embedded)
 

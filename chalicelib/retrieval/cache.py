@@ -9,7 +9,7 @@ import redis
 
 from chalicelib.config import load_settings
 from chalicelib.kv import redis_client
-from chalicelib.retrieval import metrics
+from chalicelib import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import Optional
 
-from chalicelib import limits
+from chalicelib import limits, metrics
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import metrics, policy, rerank
+from chalicelib.retrieval import policy, rerank
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack
 from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult

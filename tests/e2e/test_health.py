@@ -7,5 +7,5 @@ def test_health_answers_without_a_key(local_env):
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["success"] is True and body["data"]["status"] == "ok"
-    for name in ("database", "redis", "bucket"):
+    for name in ("database", "redis", "bucket", "embedding"):
         assert body["data"]["checks"][name]["ok"] is True

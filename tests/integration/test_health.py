@@ -67,7 +67,7 @@ def test_all_answer(aws_env, monkeypatch):
     monkeypatch.setattr(health.limits, "HEALTH_SLOW_MS", 60_000)  # a busy box is not the point here
     report = health.check_health()
     assert report["status"] == "ok"
-    assert set(report["checks"]) == {"database", "redis", "bucket"}
+    assert set(report["checks"]) == {"database", "redis", "bucket", "embedding"}
     for check in report["checks"].values():
         assert check["ok"] is True and check["latencyMs"] >= 0 and "slow" not in check
     from chalicelib.api.health import health as route
@@ -169,3 +169,28 @@ def test_a_database_outage_is_a_503_that_names_no_host_or_socket(service_env, te
     assert answer["error"]["status"] == 503 and answer["error"]["code"] == "UNAVAILABLE"
     text = json.dumps(answer)
     assert str(port) not in text and "127.0.0.1" not in text and "socket" not in text
+
+
+def test_the_embedding_provider_is_checked_as_deployed(aws_env, monkeypatch, tmp_path):
+    """Seed 004's provider check: the local model's files (without loading the model), a
+    remote provider through its real client (here the openai SDK against a local server
+    that speaks its protocol), one request, no retries."""
+    from tests.integration.openai_server import OpenAIEmbeddingServer
+
+    monkeypatch.setattr(health.limits, "HEALTH_SLOW_MS", 60_000)
+    monkeypatch.setenv("KB_MODEL_DIR", str(tmp_path))  # a folder without the model's files
+    report = health.check_health()
+    assert report["status"] == "unhealthy" and report["checks"]["embedding"]["error"] == "ModelFilesMissing"
+    monkeypatch.delenv("KB_MODEL_DIR")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    with OpenAIEmbeddingServer(dim=1536) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        assert health.check_health()["checks"]["embedding"]["ok"] is True
+        assert server.requests[-1]["input"] == ["health"]
+        server.failures = [503]
+        failed = health.check_health()
+        assert failed["checks"]["embedding"]["error"] == "InternalServerError" and len(server.requests) == 2
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_closed_port()}/v1")
+    down = health.check_health()
+    assert down["status"] == "unhealthy" and down["checks"]["embedding"]["error"] == "APIConnectionError"

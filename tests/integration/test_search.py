@@ -157,6 +157,10 @@ def test_every_search_emits_its_latency_and_cache_metrics_as_emf(filled_kb, caps
     assert emitted[2] == ("SearchLatency", "semantic")
     assert all(line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "KnowledgeBaseService" for line in lines)
     assert all(ms >= 0 for ms in lines[0]["SearchLatency"])
+    # Seed 004's query duration rides on the same line, in seconds.
+    assert [m["Name"] for m in lines[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]] == [
+        "SearchLatency", "knowledge_query_duration_seconds"]
+    assert lines[0]["knowledge_query_duration_seconds"] == [ms / 1000 for ms in lines[0]["SearchLatency"]]
 
 
 def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
