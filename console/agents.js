@@ -97,16 +97,22 @@ const WARNINGS = {
   knowledge_base_hidden: 'Its knowledge base is private to someone else: you cannot see its name or search it.',
 };
 
+const TOOL_BADGES = { knowledge_base: 'Knowledge Base', knowledge_search: 'Knowledge search tool',
+  knowledge_base_write: 'Adds entries' };  // seed 000's getToolBadge says "Knowledge Base"
+
 function toolCard(agent, tool, refresh) {
   const isKb = tool.type === 'knowledge_base';
+  // A read-write tool's write tool comes with it (seed 004's mode): edited and removed through it.
+  const isWrite = tool.type === 'knowledge_base_write';
   const config = tool.config || {};
   const warning = WARNINGS[tool.status];
   const nameId = `tool-name-${tool.id}`;
   const edit = isKb ? h('button', { type: 'button', class: 'small', text: 'Edit', 'aria-label': `Edit ${tool.name}`,
     onclick: () => toolDialog({ agent, tool, onDone: refresh }) }) : null;
   const failure = errorBox();
-  const remove = h('button', { type: 'button', class: 'small danger', text: 'Remove', 'aria-label': `Remove ${tool.name}` });
-  remove.addEventListener('click', async () => {
+  const remove = isWrite ? null
+    : h('button', { type: 'button', class: 'small danger', text: 'Remove', 'aria-label': `Remove ${tool.name}` });
+  remove?.addEventListener('click', async () => {
     const sure = await confirmDialog(`Remove the tool ${tool.name} from ${agent.name}? The knowledge base itself stays.`,
       { confirmLabel: 'Remove tool', title: 'Remove tool' });
     if (!sure) return;
@@ -118,16 +124,18 @@ function toolCard(agent, tool, refresh) {
   });
   const card = h('li', { class: `tool-card${warning ? ' warn' : ''}`, 'aria-labelledby': nameId, 'data-tool-id': tool.id },
     h('div', { class: 'tool-head' },
-      h('h3', { id: nameId }, h('code', { text: tool.name })),
-      isKb ? badge('Knowledge base tool', 'kb') : badge(tool.type === 'knowledge_search' ? 'Knowledge search tool' : 'Function tool', 'fn'),
-      isKb && tool.status === 'ok' ? badge(tool.knowledgeBaseName || config.knowledgeBaseName, 'name') : null),
+      h('h3', { id: nameId }, isKb || isWrite ? databaseIcon() : null, h('code', { text: tool.name })),
+      badge(TOOL_BADGES[tool.type] || 'Function tool', isKb || isWrite ? 'kb' : 'fn'),
+      (isKb || isWrite) && tool.status === 'ok' ? badge(tool.knowledgeBaseName || config.knowledgeBaseName, 'name') : null),
     tool.description ? h('p', { class: 'tool-description', text: tool.description }) : null,
     warning ? h('p', { class: 'warning', role: 'status' }, h('strong', { text: 'Warning: ' }), warning) : null,
     isKb ? h('p', { class: 'muted small' },
-      `topK ${config.defaultTopK} · minScore ${config.defaultMinScore} · `, h('code', { text: config.knowledgeBaseId })) : null,
-    h('div', { class: 'row-actions' }, edit, remove),
+      `topK ${config.defaultTopK} · minScore ${config.defaultMinScore} · ${config.mode || 'read-only'} · `,
+      h('code', { text: config.knowledgeBaseId })) : null,
+    isWrite ? h('p', { class: 'muted small', text: 'Comes with its read-write search tool: set that tool to read-only to take it away.' }) : null,
+    isWrite ? null : h('div', { class: 'row-actions' }, edit, remove),
     failure,
-    tryIt(agent, tool));
+    isWrite ? null : tryIt(agent, tool));
   return card;
 }
 

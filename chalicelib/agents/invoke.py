@@ -5,9 +5,10 @@ from typing import Optional
 
 from chalicelib import limits
 from chalicelib.agents.tools import (KNOWLEDGE_BASE, KNOWLEDGE_SEARCH, KNOWLEDGE_SEARCH_PARAMETERS, PARAMETERS,
-                                     check_defaults, check_knowledge_search_defaults, settings_of)
+                                     READ_WRITE, WRITE_PARAMETERS, WRITE_SUFFIX, check_defaults,
+                                     check_knowledge_search_defaults, settings_of)
 from chalicelib.auth import Principal
-from chalicelib.documents.entries import search_entries
+from chalicelib.documents.entries import Entry, Knowledge, search_entries, store_entry
 from chalicelib.documents.entry_text import whole_contents
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.retrieval import Passage, SearchRequest, SearchResult, parse_search_request, search
@@ -20,6 +21,8 @@ class ToolRun:
     query: str
     result: Optional[SearchResult]  # None: the linked knowledge base is gone
     entries: Optional[tuple[Passage, ...]] = None  # a knowledge_search tool's answer
+    added: Optional[Entry] = None  # a read-write tool's entry (query is then its title)
+    knowledge_base_name: Optional[str] = None  # with added
 
 
 def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
@@ -40,8 +43,8 @@ def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
                                        whole_floats=True)
     except Invalid as err:
         raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
-    strategy, max_tokens, rerank = settings_of(tool)  # the tool's, not the model's to choose
-    return replace(request, strategy=strategy, max_tokens=max_tokens, rerank=rerank)
+    settings = settings_of(tool)  # the tool's, not the model's to choose
+    return replace(request, strategy=settings.strategy, max_tokens=settings.max_tokens, rerank=settings.rerank)
 
 
 def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) -> ToolRun:
@@ -49,6 +52,8 @@ def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) ->
         agent = agents.get(conn, principal, agent_id)
     if agent is None:
         raise NotFound.thing("agent", agent_id)
+    if tool_id.endswith(WRITE_SUFFIX):
+        return _add_entry(principal, agent, tool_id, arguments)
     tool = next((t for t in agent["available_tools"] if t.get("id") == tool_id), None)
     if tool is None:
         raise NotFound.thing("tool", tool_id)
@@ -92,3 +97,36 @@ def _knowledge_search(principal: Principal, tool: dict, arguments) -> ToolRun:
     query = query.strip()
     found = search_entries(principal, query, max_results, min_score=min_score)
     return ToolRun(query=query, result=None, entries=tuple(whole_contents(principal, found)))
+
+
+def _add_entry(principal: Principal, agent: dict, tool_id: str, arguments) -> ToolRun:
+    """A read-write knowledge-base tool's second tool: the entry the model wrote, at its
+    caller's own level (individual, as a direct post without a level), recording the agent.
+    The tool it comes from must still be read-write: one switched back to read-only takes
+    its write tool away at once, whatever a runtime cached."""
+    source_id = tool_id[: -len(WRITE_SUFFIX)]
+    tool = next((t for t in agent["available_tools"] if t.get("id") == source_id), None)
+    if tool is None or tool.get("type") != KNOWLEDGE_BASE or settings_of(tool).mode != READ_WRITE:
+        raise NotFound.thing("tool", tool_id)
+    if not isinstance(arguments, dict):
+        raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
+    unknown = set(arguments) - set(WRITE_PARAMETERS)
+    if unknown:
+        raise Invalid.field(sorted(unknown)[0], "is not a parameter of this tool (title, content)",
+                            code="INVALID_ARGUMENTS")
+    fields = {}
+    for name, most in (("title", limits.ENTRY_TITLE_MAX_CHARS), ("content", limits.ENTRY_CONTENT_MAX_CHARS)):
+        value = arguments.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid.field(name, "is required: a non-empty string", code="INVALID_ARGUMENTS")
+        if len(value) > most:
+            raise Invalid.field(name, f"must be at most {most} characters", code="INVALID_ARGUMENTS")
+        fields[name] = value.strip()
+    kb_id = tool["config"]["knowledgeBaseId"]
+    try:
+        entry = store_entry(principal, kb_id, Knowledge(title=fields["title"], content=fields["content"],
+                                                        level="individual", agent_id=agent["id"]))
+    except NotFound:
+        return ToolRun(query=fields["title"], result=None)
+    return ToolRun(query=fields["title"], result=None, added=entry,
+                   knowledge_base_name=tool["config"].get("knowledgeBaseName") or kb_id)

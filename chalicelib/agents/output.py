@@ -77,3 +77,25 @@ KNOWLEDGE_SEARCH_RESULT = {
     },
 }
 
+
+# A read-write knowledge-base tool's second tool: the entry it added (or found: the same
+# content in the knowledge base already is that entry, created false).
+KNOWLEDGE_BASE_WRITE_ANSWER = {
+    "type": "object",
+    "required": ["success", "knowledgeBaseName", "entry"],
+    "additionalProperties": False,
+    "properties": {
+        "success": {"const": True},
+        "knowledgeBaseName": {"type": "string"},
+        "entry": {"type": "object", "required": ["id", "title", "url", "created", "chunks"],
+                  "additionalProperties": False,
+                  "properties": {"id": {"type": "string"}, "title": {"type": "string"},
+                                 "url": {"type": "string", "description": "The entry's knowledge:// address"},
+                                 "created": {"type": "boolean",
+                                             "description": "False when the knowledge base held this content"
+                                                            " already: that entry is answered"},
+                                 "chunks": {"type": "integer", "minimum": 0}}},
+    },
+}
+
+KNOWLEDGE_BASE_WRITE_RESULT = {"type": "object", "oneOf": [KNOWLEDGE_BASE_WRITE_ANSWER, KNOWLEDGE_BASE_MISSING]}

@@ -138,10 +138,10 @@ def available_knowledge_bases(principal: Principal, agent_id: str) -> tuple[list
 
 def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quick_add: bool,
                         name: Optional[str], description: Optional[str], top_k, min_score,
-                        strategy=None, max_tokens=None, rerank=None) -> dict:
+                        strategy=None, max_tokens=None, rerank=None, mode=None) -> dict:
     require_writer(principal, "link knowledge bases to agents")
     top_k, min_score = kbtools.check_defaults(top_k, min_score)
-    strategy, max_tokens, rerank = kbtools.check_settings(strategy, max_tokens, rerank)
+    settings = kbtools.check_settings(strategy, max_tokens, rerank, mode)
     with connection() as conn, conn.transaction():
         agent = agents.get(conn, principal, agent_id, for_update=True)
         if agent is None:
@@ -163,8 +163,7 @@ def link_knowledge_base(principal: Principal, agent_id: str, *, kb_id: str, quic
                 raise Invalid.field("toolDescription", "is required (or send quickAdd: true)")
             name = kbtools.check_name(name, taken)
         tool = kbtools.knowledge_base_tool(kb_id=kb_id, kb_name=kb["name"], name=name, description=description,
-                                           top_k=top_k, min_score=min_score, strategy=strategy,
-                                           max_tokens=max_tokens, rerank=rerank)
+                                           top_k=top_k, min_score=min_score, **settings._asdict())
         agents.update(conn, principal, agent_id, {"available_tools": tools + [tool]})
         _audit(conn, principal, "link_knowledge_base", agent_id, tool_id=tool["id"], after=tool)
     return tool
@@ -205,6 +204,8 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
         before = tools[index]
         if before.get("type") != KNOWLEDGE_BASE:
             raise Invalid(f"tool {tool_id} is a {before.get('type')} tool", code="NOT_A_KNOWLEDGE_BASE_TOOL")
+        if not changes:  # nothing written, nothing audited
+            return redact.tools_as_seen([before], redact.seen_kbs(conn, principal, _linked_kb_ids([before])))[0]
         after = dict(before)
         if "toolName" in changes:
             after["name"] = kbtools.check_name(changes["toolName"], {t["name"] for t in tools if t is not before})
@@ -213,9 +214,10 @@ def edit_knowledge_base_tool(principal: Principal, agent_id: str, tool_id: str, 
         top_k, min_score = kbtools.check_defaults(changes.get("defaultTopK", before["config"]["defaultTopK"]),
                                                   changes.get("defaultMinScore", before["config"]["defaultMinScore"]))
         after = kbtools.with_defaults(after, top_k, min_score)
-        strategy, max_tokens, rerank = kbtools.settings_of(before)
-        after = kbtools.with_settings(after, *kbtools.check_settings(
-            changes.get("strategy", strategy), changes.get("maxTokens", max_tokens), changes.get("rerank", rerank)))
+        now = kbtools.settings_of(before)
+        after = kbtools.with_settings(after, kbtools.check_settings(
+            changes.get("strategy", now.strategy), changes.get("maxTokens", now.max_tokens),
+            changes.get("rerank", now.rerank), changes.get("mode", now.mode)))
         tools = tools[:index] + [after] + tools[index + 1:]
         agents.update(conn, principal, agent_id, {"available_tools": tools})
         _audit(conn, principal, "edit_knowledge_base_tool", agent_id, tool_id=tool_id, before=before, after=after)
@@ -256,6 +258,9 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
         kb_id = tool["config"]["knowledgeBaseId"]
         if there.get(kb_id) is not None:
             shown.append({**tool, "status": "ok", "knowledgeBaseName": there[kb_id]})
+            if kbtools.settings_of(tool).mode == kbtools.READ_WRITE:
+                writer = kbtools.write_tool(shown[-1], {t["name"] for t in tools} | {t["name"] for t in shown})
+                shown.append({**writer, "status": "ok", "knowledgeBaseName": there[kb_id]})
         elif kb_id in there:  # an admin looking at a colleague's agent that links a private one
             shown.append({**redact.hidden_tool(tool), "status": "knowledge_base_hidden", "knowledgeBaseName": None})
         elif kb_id in seen:

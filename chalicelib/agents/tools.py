@@ -2,7 +2,7 @@
 the LLM APIs (OpenAI function tools, Anthropic tool use, MCP tools/list)."""
 import re
 import secrets
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from chalicelib import limits
 from chalicelib.agents import output
@@ -13,6 +13,13 @@ from chalicelib.validate import int_field, number_field
 
 KNOWLEDGE_BASE = "knowledge_base"
 PARAMETERS = ("query", "topK", "minScore")  # what a knowledge-base tool takes
+# Seed 004's knowledge mode: a read-write knowledge-base tool brings a second tool, of this
+# type, that adds an entry to its knowledge base (write_tool); its id is the first's + WRITE_SUFFIX.
+READ_ONLY, READ_WRITE = "read-only", "read-write"
+MODES = (READ_ONLY, READ_WRITE)
+KNOWLEDGE_BASE_WRITE = "knowledge_base_write"
+WRITE_PARAMETERS = ("title", "content")
+WRITE_SUFFIX = ".add"
 # Seed 001's knowledge_search: the entries the caller may read (their earlier research,
 # their organisation's knowledge, public knowledge), one such tool per agent.
 KNOWLEDGE_SEARCH = "knowledge_search"
@@ -81,29 +88,41 @@ def check_defaults(top_k, min_score) -> tuple[int, float]:
             number_field(min_score, "defaultMinScore", limits.TOOL_MIN_SCORE))
 
 
-def check_settings(strategy, max_tokens, rerank) -> tuple[str, int, bool]:
-    """How a knowledge-base tool searches (None: the service's defaults): strategy,
-    maxTokens (its passages' budget) and rerank."""
+class ToolSettings(NamedTuple):
+    """How a knowledge-base tool searches, and whether it also writes (seed 004's mode)."""
+    strategy: str
+    max_tokens: int  # its passages' budget
+    rerank: bool
+    mode: str  # READ_ONLY, or READ_WRITE: the agent also gets the tool that adds an entry
+
+
+def check_settings(strategy, max_tokens, rerank, mode=None) -> ToolSettings:
+    """A knowledge-base tool's settings as given (None: the service's defaults)."""
     strategy = limits.DEFAULT_STRATEGY if strategy is None else strategy
     if strategy not in STRATEGIES:
         raise Invalid.field("strategy", f"must be one of {', '.join(STRATEGIES)}")
     if rerank is not None and not isinstance(rerank, bool):
         raise Invalid.field("rerank", "must be true or false")
-    return strategy, int_field(max_tokens, "maxTokens", limits.MAX_TOKENS), bool(rerank)
+    mode = READ_ONLY if mode is None else mode
+    if mode not in MODES:
+        raise Invalid.field("mode", f"must be one of {', '.join(MODES)}")
+    return ToolSettings(strategy, int_field(max_tokens, "maxTokens", limits.MAX_TOKENS), bool(rerank), mode)
 
 
-def settings_of(tool: dict) -> tuple[str, int, bool]:
+def settings_of(tool: dict) -> ToolSettings:
     """A tool's settings; a tool stored before they existed (or with bad ones) gets the defaults."""
     config = tool.get("config") or {}
     try:
-        return check_settings(config.get("strategy"), config.get("maxTokens"), config.get("rerank"))
+        return check_settings(config.get("strategy"), config.get("maxTokens"), config.get("rerank"),
+                              config.get("mode"))
     except Invalid:
         return check_settings(None, None, None)
 
 
 def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str, top_k: int,
                         min_score: float, tool_id: Optional[str] = None, strategy: str = limits.DEFAULT_STRATEGY,
-                        max_tokens: int = int(limits.MAX_TOKENS.default), rerank: bool = False) -> dict:
+                        max_tokens: int = int(limits.MAX_TOKENS.default), rerank: bool = False,
+                        mode: str = READ_ONLY) -> dict:
     return {
         "id": tool_id or f"tool_kb_{secrets.token_hex(8)}",
         "name": name,
@@ -112,7 +131,42 @@ def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str
         "schema": knowledge_base_schema(top_k, min_score),
         "config": {"knowledgeBaseId": kb_id, "knowledgeBaseName": kb_name,
                    "defaultTopK": top_k, "defaultMinScore": min_score,
-                   "strategy": strategy, "maxTokens": max_tokens, "rerank": rerank},
+                   "strategy": strategy, "maxTokens": max_tokens, "rerank": rerank, "mode": mode},
+    }
+
+
+def write_tool(tool: dict, taken: set[str]) -> dict:
+    """The tool a read-write knowledge-base tool brings along (seed 004's mode: read-write):
+    it adds an entry to the same knowledge base. Not stored: made from its tool whenever the
+    agent's tools are listed, so it follows the tool's name, mode and knowledge base. Its id
+    is the tool's with WRITE_SUFFIX; its name the search tool's with add_to_ for search_."""
+    name = tool["name"]
+    base = "add_to_" + (name[len("search_"):] if name.startswith("search_") else name)
+    kb_name = (tool.get("knowledgeBaseName") or (tool.get("config") or {}).get("knowledgeBaseName")
+               or "the knowledge base")
+    return {
+        "id": tool["id"] + WRITE_SUFFIX,
+        "name": unique_name(base, taken),
+        "description": (f"Add what you learned to {kb_name}: a fact, a procedure or a finding worth keeping,"
+                        " as a titled entry that later searches of it find."),
+        "type": KNOWLEDGE_BASE_WRITE,
+        "schema": write_schema(),
+        "config": {"knowledgeBaseId": tool["config"]["knowledgeBaseId"], "knowledgeBaseName": kb_name,
+                   "toolId": tool["id"]},
+    }
+
+
+def write_schema() -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "description": "A short title that says what the entry is about, at most"
+                                                       f" {limits.ENTRY_TITLE_MAX_CHARS} characters."},
+            "content": {"type": "string", "description": "The entry itself, complete on its own (a later reader"
+                                                         " has no conversation around it), at most"
+                                                         f" {limits.ENTRY_CONTENT_MAX_CHARS} characters."},
+        },
+        "required": ["title", "content"],
     }
 
 
@@ -172,8 +226,9 @@ def knowledge_search_tool(*, name: str = KNOWLEDGE_SEARCH, description: str = KN
     }
 
 
-def with_settings(tool: dict, strategy: str, max_tokens: int, rerank: bool) -> dict:
-    return {**tool, "config": {**tool["config"], "strategy": strategy, "maxTokens": max_tokens, "rerank": rerank}}
+def with_settings(tool: dict, settings: ToolSettings) -> dict:
+    return {**tool, "config": {**tool["config"], "strategy": settings.strategy, "maxTokens": settings.max_tokens,
+                               "rerank": settings.rerank, "mode": settings.mode}}
 
 
 def with_defaults(tool: dict, top_k: int, min_score: float) -> dict:
@@ -227,14 +282,13 @@ def _knowledge_base_tool_from(tool: dict, where: str) -> dict:
         raise Invalid.field(f"{where}.config.knowledgeBaseId", "is required")
     try:
         top_k, min_score = check_defaults(config.get("defaultTopK"), config.get("defaultMinScore"))
-        strategy, max_tokens, rerank = check_settings(config.get("strategy"), config.get("maxTokens"),
-                                                      config.get("rerank"))
+        settings = check_settings(config.get("strategy"), config.get("maxTokens"), config.get("rerank"),
+                                  config.get("mode"))
     except Invalid as err:
         raise Invalid(f"{where}.config.{err.message}") from None
     return knowledge_base_tool(kb_id=config["knowledgeBaseId"], kb_name=str(config.get("knowledgeBaseName") or ""),
                                name=tool["name"], description=tool.get("description") or "", top_k=top_k,
-                               min_score=min_score, tool_id=tool["id"], strategy=strategy, max_tokens=max_tokens,
-                               rerank=rerank)
+                               min_score=min_score, tool_id=tool["id"], **settings._asdict())
 
 
 def _knowledge_search_tool_from(tool: dict, where: str) -> dict:
@@ -265,7 +319,8 @@ def _schema(tool: dict) -> dict:
 
 
 # What the tools the service runs answer (MCP's outputSchema); other tools declare nothing.
-OUTPUT_SCHEMAS = {KNOWLEDGE_BASE: output.KNOWLEDGE_BASE_RESULT, KNOWLEDGE_SEARCH: output.KNOWLEDGE_SEARCH_RESULT}
+OUTPUT_SCHEMAS = {KNOWLEDGE_BASE: output.KNOWLEDGE_BASE_RESULT, KNOWLEDGE_SEARCH: output.KNOWLEDGE_SEARCH_RESULT,
+                  KNOWLEDGE_BASE_WRITE: output.KNOWLEDGE_BASE_WRITE_RESULT}
 
 
 def as_openai(tool: dict) -> dict:

@@ -13,7 +13,8 @@ from chalicelib.validate import (bool_field, choice_field, name_and_description_
                                  string_field)
 
 blueprint = Blueprint(__name__)
-TOOL_FIELDS = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore", "strategy", "maxTokens", "rerank"}
+TOOL_FIELDS = {"toolName", "toolDescription", "defaultTopK", "defaultMinScore", "strategy", "maxTokens", "rerank",
+               "mode"}
 ADD_TOOL_FIELDS = {"type", "toolName", "toolDescription", "defaultMaxResults", "defaultMinScore"}
 
 
@@ -82,7 +83,8 @@ def link_knowledge_base(principal, agent_id):
         description=string_field(body, "toolDescription", required=False,
                                  max_length=limits.TOOL_DESCRIPTION_MAX_CHARS) or None,
         top_k=body.get("defaultTopK"), min_score=body.get("defaultMinScore"),
-        strategy=body.get("strategy"), max_tokens=body.get("maxTokens"), rerank=body.get("rerank"))
+        strategy=body.get("strategy"), max_tokens=body.get("maxTokens"), rerank=body.get("rerank"),
+        mode=body.get("mode"))
     return ok({"tool": tool})  # seed 000's answer: 200 and data.tool
 
 
@@ -92,9 +94,9 @@ def edit_knowledge_base_tool(principal, agent_id, tool_id):
     body = json_body(blueprint.current_request)
     refuse_unknown(body, TOOL_FIELDS, f"cannot be changed; use {', '.join(sorted(TOOL_FIELDS))}")
     # Seed 000's `updates.toolName ?? tool.name`: null keeps the value, as an omitted field does.
+    # Nothing to change (all null, or {}: what the seed's client sends when no field is set) is
+    # the seed's answer too: 200 and the tool as it is.
     body = {k: v for k, v in body.items() if v is not None}
-    if not body:
-        raise Invalid.field("body", f"send at least one of {', '.join(sorted(TOOL_FIELDS))} (null keeps a value)")
     changes = dict(body)
     if "toolName" in body:
         changes["toolName"] = string_field(body, "toolName", required=True, max_length=limits.NAME_MAX_CHARS)

@@ -20,6 +20,10 @@ def call_result(view: dict) -> dict:
 def readable(view: dict) -> str:
     if view.get("success") is False:
         return view["message"]
+    if "entry" in view:  # a read-write tool's entry
+        entry = view["entry"]
+        done = "Added" if entry["created"] else "Already held, as"
+        return f"{done} '{entry['title']}' in {view['knowledgeBaseName']} ({entry['url']})."
     if "knowledgeBaseName" not in view:  # knowledge_search: entries
         if not view["results"]:
             return "No knowledge entry matched the query."

@@ -51,7 +51,7 @@ def document_view(row: dict) -> dict:
         "pages": row["page_count"], "chunks": row["chunk_count"], "tokens": row["token_count"],
         "metadata": row["metadata"], "stepDurationsMs": row["step_durations"],
         "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),
-        "processedAt": _iso(row["processed_at"]),
+        "processedAt": _iso(row["processed_at"]), "createdBy": row["created_by"], "originalUrl": row["original_url"],
     }
 
 
@@ -126,6 +126,11 @@ def tool_result_view(run: ToolRun) -> dict:
     if run.entries is not None:  # knowledge_search: seed 001's results
         return {"success": True, "query": run.query, "resultCount": len(run.entries),
                 "results": [entry_hit_view(p) for p in run.entries]}
+    if run.added is not None:  # a read-write knowledge-base tool's entry
+        entry = run.added
+        return {"success": True, "knowledgeBaseName": run.knowledge_base_name,
+                "entry": {"id": entry.id, "title": entry.title, "url": entry_url(entry.id), "created": entry.created,
+                          "chunks": entry.chunks}}
     if run.result is None:
         return dict(KB_MISSING)
     result = run.result
@@ -134,7 +139,9 @@ def tool_result_view(run: ToolRun) -> dict:
         "resultCount": len(result.passages),
         "results": [{"rank": p.rank, "content": p.content, "source": p.source, "path": p.path, "page": p.page,
                      "section": p.section, "chunkIndex": p.chunk_index, "similarity": p.similarity,
-                     "metadata": p.metadata, "truncated": p.truncated,
+                     # seed 000's ContextWindowManager marks a cut passage in its metadata
+                     "metadata": {**p.metadata, "truncated": True} if p.truncated else p.metadata,
+                     "truncated": p.truncated,
                      **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {})}
                     for p in result.passages],
         "summary": result.summary,

@@ -101,8 +101,11 @@ def test_quick_add_configure_edit_and_remove_as_the_dialogs_do(api, agent, kb):
     assert (kept["name"], kept["description"], kept["config"]["defaultTopK"], kept["config"]["defaultMinScore"]) == (
         "search_product_documentation", "Search the pump manuals", 3, 0.7)
     assert kept["schema"]["properties"]["topK"]["default"] == 3
-    nothing = api.call("PATCH", f"/agents/{agent['id']}/knowledge-base-tools/{tool['id']}", {"toolName": None})
-    assert nothing.status_code == 400 and "send at least one" in nothing.json()["error"]["message"]
+    # Nothing set (all null, or {}): the seed's handler answers the tool unchanged; nothing is audited.
+    logged = len(ok(api.call("GET", f"/agents/{agent['id']}/audit-log"))["items"])
+    for body in ({"toolName": None}, {}):
+        assert update_knowledge_base_tool(api, agent["id"], tool["id"], body)["tool"] == kept
+    assert len(ok(api.call("GET", f"/agents/{agent['id']}/audit-log"))["items"]) == logged
     missing = api.call("PATCH", f"/agents/{agent['id']}/knowledge-base-tools/tool_kb_0000000000000000",
                        {"defaultTopK": 2})
     assert missing.status_code == 404
@@ -141,6 +144,7 @@ def test_the_tool_result_says_which_passage_was_cut(api, agent):
         assert result["success"] is True and result["knowledgeBaseName"] == "Long notes"
         (passage,) = result["results"]
         assert passage["truncated"] is True and passage["content"].endswith("...")
+        assert passage["metadata"]["truncated"] is True  # where the seed's ContextWindowManager puts it
         assert words.startswith(passage["content"][:-3].rstrip(",;:-"))
         assert result["metadata"]["totalTokensUsed"] <= 50
         for key in ("rank", "content", "source", "chunkIndex", "similarity", "metadata"):
@@ -157,6 +161,7 @@ def test_a_passage_that_fits_is_not_marked_cut(api, agent, kb):
                                                       "toolDescription": "Search", "defaultMinScore": 0.0})["tool"]
     result = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke", {"query": "pump hums"}).json()
     assert result["results"] and all(r["truncated"] is False for r in result["results"])
+    assert all("truncated" not in r["metadata"] for r in result["results"])
     assert result["summary"]
 
 

@@ -455,7 +455,9 @@ def test_agent_browse_quick_add_with_keyboard(driver, user, state):
     cards = wait_for(driver, lambda d: len(d.find_elements("css selector", "li.tool-card")) == 2
                      and d.find_elements("css selector", "li.tool-card"), what="two tool cards")
     first = next(c for c in cards if c.get_attribute("data-tool-id") == tool["id"])
-    assert "Knowledge base tool" in first.text and "Pump manuals" in first.text and "topK 5 · minScore 0.3" in first.text
+    assert "Knowledge Base" in first.text and "Pump manuals" in first.text
+    assert "topK 5 · minScore 0.3 · read-only" in first.text
+    assert first.find_element("css selector", "h3 svg[data-icon=database]")  # seed 000's getToolIcon
     assert {t["name"]: t["config"]["defaultTopK"] for t in tools_of(user, agent["id"])} == {
         "search_pump_manuals": 5, "search_spare_parts": 3}
     state["tool"] = tool
@@ -551,7 +553,7 @@ def test_deleted_knowledge_base_warns_on_the_tool(driver, user, state):
     card = css(driver, f"li.tool-card[data-tool-id='{tool['id']}']")
     warning = card.find_element("css selector", ".warning")
     assert warning.text.startswith("Warning: Knowledge base not found. It may have been deleted.")
-    assert "Knowledge base tool" in card.text
+    assert "Knowledge Base" in card.text
     card.find_element("css selector", "details.try summary").click()
     fill(card.find_element("css selector", "input[name=query]"), "pump")
     button(card, "Invoke").click()
@@ -582,7 +584,7 @@ def test_readable_at_phone_size(driver, user, state):
             else:
                 ticket = wait_for(driver, lambda d: next((c for c in d.find_elements("css selector", "li.tool-card")
                                                           if "open_ticket" in c.text), None), what="the function tool")
-                assert "Function tool" in ticket.text and "Knowledge base tool" not in ticket.text
+                assert "Function tool" in ticket.text and not ticket.find_elements("css selector", "svg[data-icon=database]")
             assert unlabelled(driver) == []
             wide = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             assert wide <= 0, f"{name} scrolls sideways by {wide}px"

@@ -12,6 +12,7 @@ from chalicelib.agents import ToolRun, output, tools
 from chalicelib.api.mcp_result import call_result, citation, readable
 from chalicelib.api.mcp_server import as_sdk_result
 from chalicelib.api.views import KB_MISSING, tool_result_view
+from chalicelib.documents.entries import Entry
 from chalicelib.retrieval import Passage, SearchResult
 from chalicelib.retrieval.model import Scores
 
@@ -35,6 +36,9 @@ NOTHING = ToolRun(query="x", result=SearchResult(
     summary="No passages matched the query.", tokens_used=0, omitted=0, cached=True, strategy="hybrid", took_ms=1))
 GONE = ToolRun(query="x", result=None)
 ENTRIES = ToolRun(query="reset", result=None, entries=(passage(1, source="Resetting the pump", path=None),))
+ADDED = ToolRun(query="Pressure switch", result=None, knowledge_base_name="Pump notes",
+                added=Entry(id="entry_0123456789abcdef", knowledge_base_id="kb_1", title="Pressure switch", chunks=1,
+                            tokens=20, metadata={}, created=True))
 
 
 def test_the_output_schemas_are_valid_json_schema():
@@ -45,7 +49,8 @@ def test_the_output_schemas_are_valid_json_schema():
 
 @pytest.mark.parametrize("run, schema", [(FOUND, output.KNOWLEDGE_BASE_RESULT), (NOTHING, output.KNOWLEDGE_BASE_RESULT),
                                          (GONE, output.KNOWLEDGE_BASE_RESULT),
-                                         (ENTRIES, output.KNOWLEDGE_SEARCH_RESULT)])
+                                         (ENTRIES, output.KNOWLEDGE_SEARCH_RESULT),
+                                         (ADDED, output.KNOWLEDGE_BASE_WRITE_RESULT)])
 def test_every_tool_result_matches_its_output_schema(run, schema):
     jsonschema.validate(tool_result_view(run), schema)
 
@@ -114,7 +119,7 @@ SEARCH_TOOL = tools.knowledge_search_tool(max_results=5, min_score=0.3)
 
 
 @pytest.mark.parametrize("run, tool", [(FOUND, KB_TOOL), (NOTHING, KB_TOOL), (GONE, KB_TOOL),
-                                       (ENTRIES, SEARCH_TOOL)])
+                                       (ENTRIES, SEARCH_TOOL), (ADDED, tools.write_tool(KB_TOOL, set()))])
 def test_the_sdk_sends_and_its_client_accepts_every_result(run, tool):
     view = tool_result_view(run)
     listed, result = _through_the_sdk(view, tool)

@@ -52,7 +52,7 @@ def test_the_tool_has_exactly_the_documented_shape():
         "required": ["query"]}
     assert tool["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Product Documentation",
                               "defaultTopK": 5, "defaultMinScore": 0.7,
-                              "strategy": "hybrid", "maxTokens": 4000, "rerank": False}
+                              "strategy": "hybrid", "maxTokens": 4000, "rerank": False, "mode": "read-only"}
     edited = tools.with_defaults(tool, 3, 0.5)
     assert edited["schema"]["properties"]["topK"]["default"] == 3 and edited["config"]["defaultMinScore"] == 0.5
     assert tool["config"]["defaultTopK"] == 5  # the original is untouched
@@ -80,11 +80,12 @@ def test_every_parameter_of_the_services_tools_says_what_it_is_and_its_bounds():
     kb_tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="D", name="search_d", description="d",
                                         top_k=4, min_score=0.6)
     search_tool = tools.knowledge_search_tool(max_results=5, min_score=0.3)
-    for tool in (kb_tool, search_tool):
+    write_tool = tools.write_tool(kb_tool, {"search_d"})
+    for tool in (kb_tool, search_tool, write_tool):
         for fmt, convert in tools.FORMATS.items():
             definition = convert(tool)
             if definition is None:  # the worker's format has knowledge-base tools only
-                assert fmt == "worker" and tool is search_tool
+                assert fmt == "worker" and tool is not kb_tool
                 continue
             schema = {"openai": lambda d: d["function"]["parameters"], "anthropic": lambda d: d["input_schema"],
                       "mcp": lambda d: d["inputSchema"], "worker": lambda d: d["input_schema"]}[fmt](definition)
@@ -169,3 +170,18 @@ def test_the_tool_schema_states_the_limits_that_invocation_enforces():
             assert accepted, value
         except Invalid:
             assert not accepted, value
+
+
+def test_a_read_write_tool_brings_a_write_tool_named_after_it():
+    kb_tool = tools.knowledge_base_tool(kb_id="kb_1", kb_name="Pump notes", name="search_pump_notes",
+                                        description="d", top_k=4, min_score=0.6, mode=tools.READ_WRITE)
+    assert tools.settings_of(kb_tool).mode == "read-write"
+    writer = tools.write_tool(kb_tool, {"search_pump_notes", "add_to_pump_notes"})
+    assert writer["name"] == "add_to_pump_notes_2" and writer["id"] == kb_tool["id"] + tools.WRITE_SUFFIX
+    assert writer["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Pump notes", "toolId": kb_tool["id"]}
+    assert tools.write_tool({**kb_tool, "name": "notes"}, set())["name"] == "add_to_notes"
+    assert tools.as_mcp(writer)["outputSchema"] == tools.OUTPUT_SCHEMAS[tools.KNOWLEDGE_BASE_WRITE]
+    with pytest.raises(Invalid, match="mode: must be one of read-only, read-write"):
+        tools.check_settings(None, None, None, "write")
+    stored_before_modes = {**kb_tool, "config": {k: v for k, v in kb_tool["config"].items() if k != "mode"}}
+    assert tools.settings_of(stored_before_modes).mode == tools.READ_ONLY
