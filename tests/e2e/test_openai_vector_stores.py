@@ -232,3 +232,26 @@ def test_delete_file_from_store_then_store_and_file(client):
     assert client.vector_stores.delete(vs.id).deleted
     with pytest.raises(openai.NotFoundError):
         client.vector_stores.retrieve(vs.id)
+
+
+@pytest.mark.parametrize("method, path, status, shape", [
+    ("GET", "/v1/assistants", 404, "openai"),                 # an OpenAI path the product does not serve
+    ("DELETE", "/v1/vector_stores", 405, "openai"),            # a route, not this method
+    ("POST", "/knowledgebases/kb_x/ingest", 404, "bedrock"),   # a Bedrock path the product does not serve
+    ("GET", "/knowledgebases/kb_x/retrieve", 400, "bedrock"),  # Retrieve is a POST: Bedrock answers 400 for 405
+])
+def test_unrouted_paths_answer_in_their_apis_own_error_shape(local_env, key, method, path, status, shape):
+    """A client of either API reads its own error shape even where the product has no route:
+    OpenAI's {"error": {message, type, code}}, Bedrock's {"message"} with x-amzn-ErrorType."""
+    import requests
+
+    answer = requests.request(method, local_env["KB_API_URL"] + path, headers={"Authorization": f"Bearer {key}"},
+                              json={}, timeout=30)
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert "success" not in body, "the product's envelope"
+    if shape == "openai":
+        assert set(body) == {"error"} and body["error"]["message"] and "type" in body["error"]
+    else:
+        assert set(body) == {"message"} and body["message"]
+        assert answer.headers["x-amzn-ErrorType"].split(":")[0].endswith("Exception")

@@ -234,6 +234,41 @@ def test_each_path_s_sessions_carry_its_timeouts(service_env, monkeypatch, profi
                      "client_connection_check_interval": limits.DATABASE_CLIENT_CHECK_MS}
 
 
+def test_a_session_whose_client_died_is_cancelled(service_env, database_url):
+    """A function killed mid-statement (Lambda's timeout, an emulator restart) leaves no
+    statement running for the database to finish: the server notices the closed socket
+    within client_connection_check_interval and ends the session, locks and all."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "from chalicelib.storage import connection\n"
+                               "with connection() as conn:\n"
+                               "    print(conn.info.backend_pid, flush=True)\n"
+                               "    conn.execute('SELECT pg_sleep(300)')\n"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    pid = int(worker.stdout.readline())
+    with psycopg.connect(database_url, autocommit=True) as watcher:
+        def running() -> bool:
+            return watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
+                                   (pid,)).fetchone()[0] == 1
+
+        deadline = time.monotonic() + 10
+        while not running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running(), "the worker's statement never started"
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        killed = time.monotonic()
+        while running() and time.monotonic() < killed + limits.DATABASE_CLIENT_CHECK_MS / 1000 + 5:
+            time.sleep(0.1)
+        assert not running(), "the dead client's statement is still running"
+
+
 def test_a_statement_past_its_timeout_is_a_503_with_retry_after_and_the_connection_stays(service_env):
     db.reset()
     with pytest.raises(Transient) as raised:
