@@ -37,10 +37,17 @@ def test_folder_upload_waits_and_reports_each_file(uploaded, upload_folder):
 
 def test_upload_table_names_failures_and_exits_1(cli, kb, uploaded, upload_folder):
     # crazyones.pdf holds these bytes, indexed, with this metadata: unchanged; broken.pdf is sent and fails again.
-    done = cli.run("docs", "upload", str(upload_folder / "broken.pdf"), str(upload_folder / "crazyones.pdf"),
-                   "--kb", kb, "--wait", "--metadata", '{"team": "cli"}', expect=1)
-    assert "CORRUPT_FILE" in done.stdout and "PROCESSED" in done.stdout
-    assert "1 unchanged, 1 failed" in done.stdout
+    args = ("docs", "upload", str(upload_folder / "broken.pdf"), str(upload_folder / "crazyones.pdf"),
+            "--kb", kb, "--wait", "--metadata", '{"team": "cli"}')
+    # In a terminal (rich told it is one): the table, with each file's status.
+    table = cli.run(*args, expect=1, env={**cli.env, "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}).stdout
+    assert "CORRUPT_FILE" in table and "PROCESSED" in table and "✓" not in table
+    assert "1 unchanged, 1 failed" in table
+    # Piped (a script, a log): seed 004's line a file, then the summary.
+    lines = cli.run(*args, expect=1).stdout.splitlines()
+    assert lines[:2] == [f"✗ Failed: {upload_folder / 'broken.pdf'}: CORRUPT_FILE: the PDF could not be read:"
+                         " Stream has ended unexpectedly", f"✓ Unchanged: {upload_folder / 'crazyones.pdf'}"]
+    assert lines[-1] == "1 unchanged, 1 failed"
 
 
 def test_upload_of_globs_without_wait(cli, upload_folder, tmp_path):

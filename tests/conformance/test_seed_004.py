@@ -203,11 +203,12 @@ def test_a_read_write_tool_lets_the_agent_add_what_it_learned(api, kb):
     entry = called.structuredContent["entry"]
     assert entry["created"] is True and entry["title"] == "Pressure switch"
     assert called.content[0].text.startswith("Added 'Pressure switch'")
-    found = data(api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
-                          {"query": "pressure switch cut in bar"}))
+    # A tool's answer is the result the model reads, not the envelope.
+    found = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
+                     {"query": "pressure switch cut in bar"}).json()
     assert found["results"][0]["content"].startswith(fact[:40])
-    again = data(api.call("POST", f"/agents/{agent['id']}/tools/{writer['id']}/invoke",
-                          {"title": "Pressure switch", "content": fact}))
+    again = api.call("POST", f"/agents/{agent['id']}/tools/{writer['id']}/invoke",
+                     {"title": "Pressure switch", "content": fact}).json()
     assert again["entry"] == {**entry, "created": False}
     refused = api.call("POST", f"/agents/{agent['id']}/tools/{writer['id']}/invoke", {"content": fact})
     assert refused.status_code == 400 and "title" in refused.json()["error"]["message"]
