@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from chalicelib.documents.trigger import RETRY_DELAYS_SECONDS
 from localstack import services
 from tests.conftest import ROOT
 from tests.e2e.conftest import find_document, list_documents, wait_for_status
@@ -42,7 +43,9 @@ def test_files_dropped_while_the_database_is_down_all_become_documents(api, kb, 
         for i, name in enumerate(names):
             s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/{name}",
                           Body=f"Outage file {i} describes the tide tables of harbour {i}.".encode())
-        time.sleep(40)  # longer than the trigger's own retries: events go to the dead letters
+        # longer than the trigger's own retries (15 s of delays, then a cold start and the queue's
+        # poll): they give up and the events wait in the queue (was 40 s of make test's time)
+        time.sleep(sum(RETRY_DELAYS_SECONDS) + 10)
     finally:
         services.postgres_up()
     report = _reconcile(lambda_client, minAgeSeconds=0, sync=True)
