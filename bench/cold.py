@@ -306,7 +306,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--only", choices=("imports", "invoke", "burst", "limit"))
     args = parser.parse_args()
-    runs = args.runs or (2 if args.quick else 5)
+    runs = args.runs or (1 if args.quick else 5)  # --quick checks the harness: one run of each
     clients = min(args.clients, 8) if args.quick else args.clients
     results: dict = {"runs": runs, "targetP95Ms": TARGET_P95_MS}
     steps = {"imports": lambda: imports(runs), "invoke": lambda: invoke(runs), "burst": lambda: burst(clients),
