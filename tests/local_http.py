@@ -1,11 +1,31 @@
-"""A JSON-over-HTTP server on a free loopback port, for tests that stand in for a
-paid API with a local server speaking its protocol. Subclasses answer `reply`."""
+"""Servers on a free loopback port for tests: a JSON-over-HTTP one that stands in for a
+paid API with a local server speaking its protocol (subclasses answer `reply`), and one
+that serves pages and files as a web server would."""
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class LocalJsonServer:
+class _LocalServer:
+    """Serves `handler` on a free loopback port inside `with`, on a thread of its own."""
+
+    def _serve(self, handler) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def address(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class LocalJsonServer(_LocalServer):
     def __init__(self):
         self.requests: list[dict] = []
         self.paths: list[str] = []
@@ -29,26 +49,17 @@ class LocalJsonServer:
 
             do_PUT = do_POST  # CloudFormation answers a custom resource's ResponseURL with a PUT
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._serve(Handler)
 
     def reply(self, body: dict) -> tuple[int, dict]:
         raise NotImplementedError
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return self.address("/v1")
 
 
-class LocalPageServer:
+class LocalPageServer(_LocalServer):
     """Pages and files on a free loopback port, as a web server would answer them: each path
     maps to (status, headers, body); anything else is a 404. Records the paths asked for."""
 
@@ -70,16 +81,7 @@ class LocalPageServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._serve(Handler)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return self.address(path)
