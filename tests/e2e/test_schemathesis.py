@@ -15,6 +15,10 @@ from tests.conftest import ROOT, read_local_env
 from tests.e2e.conftest import Api, new_key
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml")
+# Conformance from valid requests; the invalid ones are the hostile test's. With schemathesis'
+# default (both modes) the coverage phase sent 2,400 mostly negative cases, 774 to POST /search
+# alone: 206 s of make test; valid ones only, 847 cases in 54 s.
+schema.config.generation.update(modes=[GenerationMode.POSITIVE])
 # No DELETE: its hostile part may be nothing but the path, which would remove the targets.
 # Nor the three GETs that take nothing to make hostile (schemathesis skips them).
 hostile = (schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml").exclude(method="DELETE")
@@ -46,9 +50,9 @@ KEEP = {("DELETE", "/knowledge-bases/{kb_id}"), ("DELETE", "/agents/{agent_id}")
         ("DELETE", "/agents/{agent_id}/tools/{tool_id}")}
 
 
-# Examples per operation: 6 and 8 (were 12 and 15, which took 266 s of make test's 15-minute
-# budget on two cores); derandomized, so each run sends the same cases, and the hand-written
-# tests (test_hostile_input.py, test_api.py) hold the cases that matter by name.
+# Fuzzed examples per operation: 6 and 8 (were 12 and 15); derandomized, so each run sends the
+# same cases, and the hand-written tests (test_hostile_input.py, test_api.py) hold the cases that
+# matter by name.
 @schema.parametrize()
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
