@@ -7,6 +7,7 @@ can carry hosts, socket paths or credentials."""
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from functools import lru_cache
+from typing import Optional
 
 import psycopg
 import redis
@@ -86,15 +87,30 @@ def _bucket(settings: Settings, reached: Reached) -> None:
         raise
 
 
+_embedding_checks: dict[str, tuple[float, Optional[Exception]]] = {}
+
+
 def _embedding(settings: Settings, reached: Reached) -> None:
     """Seed 004's provider check: the deployment's embedding provider answers (a remote one
-    embeds a word; the local model's files are there). A timeout is a slow answer: the
-    request went out to a provider that accepts connections behind a load balancer."""
+    embeds a word, at most once a minute a worker; the local model's files are there). A
+    timeout or a throttle is a slow answer: the request reached a provider that is busy."""
     from chalicelib.embeddings.provider import check_provider
 
-    if settings.embedding_provider != "local":
-        reached()
-    check_provider(settings.embedding_provider, ANSWER_SECONDS)
+    provider = settings.embedding_provider
+    if provider == "local":
+        check_provider(provider, ANSWER_SECONDS)
+        return
+    reached()
+    at, failure = _embedding_checks.get(provider, (float("-inf"), None))
+    if time.monotonic() - at >= limits.HEALTH_EMBEDDING_CHECK_SECONDS:
+        try:
+            check_provider(provider, ANSWER_SECONDS)
+            failure = None
+        except Exception as exc:  # reported by its kind, as every check's failure is
+            failure = exc
+        _embedding_checks[provider] = (time.monotonic(), failure)
+    if failure is not None:
+        raise failure
 
 
 def _cause(exc: Exception) -> Exception:
@@ -105,9 +121,14 @@ def _cause(exc: Exception) -> Exception:
 def _answer_timeout(exc: Exception) -> bool:
     from botocore.exceptions import ReadTimeoutError
 
+    from botocore.exceptions import ClientError
+
     exc = _cause(exc)
-    return (isinstance(exc, (redis.TimeoutError, psycopg.errors.QueryCanceled, ReadTimeoutError, TimeoutError))
-            or type(exc).__name__ == "APITimeoutError")  # openai's, without importing the SDK here
+    throttled = (type(exc).__name__ == "RateLimitError"  # openai's 429, without importing the SDK here
+                 or isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == "ThrottlingException")
+    return (throttled or isinstance(exc, (redis.TimeoutError, psycopg.errors.QueryCanceled, ReadTimeoutError,
+                                          TimeoutError))
+            or type(exc).__name__ == "APITimeoutError")
 
 
 def _timed(check, settings: Settings, reached: Reached) -> dict:

@@ -67,12 +67,14 @@ METADATA_NAME_MAX_CHARS = 100
 INLINE_UPLOAD_MAX_BYTES = 5 * 1024 * 1024
 PRESIGNED_EXPIRY_SECONDS = 900
 # A document fetched from a URL by the API (documents/url_fetch.py): its bytes sit in the
-# API function's memory (2,048 MB) on their way to S3, and the whole fetch must end well
-# inside API Gateway's 29 s; larger files go through a presigned PUT.
+# API function's memory (2,048 MB) on their way to S3, and the whole fetch ends inside
+# URL_TOTAL_SECONDS, each connect and receive within what is left of it (at most 5 s past
+# it: API Gateway gives up at 29 s); larger or slower files go through a presigned PUT.
 URL_MAX_BYTES = 50 * 1024 * 1024
 URL_REDIRECTS = 5
+URL_TOTAL_SECONDS = 20
 URL_CONNECT_SECONDS = 5
-URL_READ_SECONDS = 15
+URL_READ_SECONDS = 5  # one receive
 URL_USER_AGENT = "kb-service/1 (+document fetch)"
 URL_MAX_CHARS = 2048
 ENTRY_TITLE_MAX_CHARS = 500
@@ -174,6 +176,9 @@ RATE_LIMIT_REDIS_TIMEOUT_SECONDS = 1.0
 HEALTH_CONNECT_SECONDS = 2
 HEALTH_ANSWER_SECONDS = 4
 HEALTH_SLOW_MS = 1000
+# A remote embedding provider's answer is kept this long per worker: /health needs no key,
+# and each check of OpenAI or Bedrock is a billed request out of the rate ingestion needs.
+HEALTH_EMBEDDING_CHECK_SECONDS = 60
 
 # The OpenAI vector-store and Bedrock Retrieve APIs (chalicelib/compat): their own names and
 # defaults, within the search's limits above. OpenAI allows 50 results and Bedrock 100; a

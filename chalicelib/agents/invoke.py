@@ -52,9 +52,9 @@ def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) ->
         agent = agents.get(conn, principal, agent_id)
     if agent is None:
         raise NotFound.thing("agent", agent_id)
-    if tool_id.endswith(WRITE_SUFFIX):
-        return _add_entry(principal, agent, tool_id, arguments)
     tool = next((t for t in agent["available_tools"] if t.get("id") == tool_id), None)
+    if tool is None and tool_id.endswith(WRITE_SUFFIX):
+        return _add_entry(principal, agent, tool_id, arguments)
     if tool is None:
         raise NotFound.thing("tool", tool_id)
     if tool.get("type") == KNOWLEDGE_SEARCH:

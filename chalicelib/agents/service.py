@@ -258,7 +258,8 @@ def list_tools(principal: Principal, agent_id: str) -> list[dict]:
         kb_id = tool["config"]["knowledgeBaseId"]
         if there.get(kb_id) is not None:
             shown.append({**tool, "status": "ok", "knowledgeBaseName": there[kb_id]})
-            if kbtools.settings_of(tool).mode == kbtools.READ_WRITE:
+            # a viewer writes nothing: its model is not offered a tool that would answer 403
+            if kbtools.settings_of(tool).mode == kbtools.READ_WRITE and principal.role != "viewer":
                 writer = kbtools.write_tool(shown[-1], {t["name"] for t in tools} | {t["name"] for t in shown})
                 shown.append({**writer, "status": "ok", "knowledgeBaseName": there[kb_id]})
         elif kb_id in there:  # an admin looking at a colleague's agent that links a private one

@@ -256,6 +256,8 @@ def check_tools_array(tools) -> list[dict]:
         tool.setdefault("id", f"tool_{secrets.token_hex(8)}")
         if not isinstance(tool["id"], str) or tool["id"] in ids:
             raise Invalid.field(f"{where}.id", "must be a unique string")
+        if tool["id"].endswith(WRITE_SUFFIX):  # a read-write tool's write tool is named so
+            raise Invalid.field(f"{where}.id", f"must not end in {WRITE_SUFFIX}")
         for field, kind, what in (("description", str, "a string"), ("schema", dict, "a JSON schema object")):
             if tool.get(field) is None:
                 tool.pop(field, None)  # null means absent (the API documents a string and an object)

@@ -137,6 +137,8 @@ def _fetch(principal: Principal, kb_id: str, request: UploadRequest) -> tuple[Up
     path: the URL's file name, with the extension its content type implies when it has
     none (a page at /docs/intro is intro.html, read as HTML). Only a caller who may write
     to the knowledge base gets the service to fetch anything."""
+    if request.path is not None:  # what the caller named is checked before anything is fetched
+        _check_type(clean_path(request.path), request.content_type)
     with connection() as conn:
         kb_to_write(conn, principal, kb_id, "add documents")
     settings = load_settings()
@@ -146,9 +148,10 @@ def _fetch(principal: Principal, kb_id: str, request: UploadRequest) -> tuple[Up
     if path is None:
         name = fetched.filename
         if "." not in name.lstrip(".") and fetched.content_type:
-            name += mimetypes.guess_extension(fetched.content_type) or ""
+            name += mimetypes.guess_extension(fetched.content_type, strict=False) or ""
         path = name_as_path(name)
-    return replace(request, path=path, content_type=request.content_type or fetched.content_type), fetched.content
+    served = fetched.content_type if fetched.content_type and _MEDIA_TYPE.match(fetched.content_type) else None
+    return replace(request, path=path, content_type=request.content_type or served), fetched.content
 
 
 def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:

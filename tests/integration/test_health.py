@@ -184,13 +184,23 @@ def test_the_embedding_provider_is_checked_as_deployed(aws_env, monkeypatch, tmp
     monkeypatch.delenv("KB_MODEL_DIR")
     monkeypatch.setenv("EMBEDDING_PROVIDER", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    monkeypatch.setattr(health, "_embedding_checks", {})
     with OpenAIEmbeddingServer(dim=1536) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         assert health.check_health()["checks"]["embedding"]["ok"] is True
         assert server.requests[-1]["input"] == ["health"]
+        # a minute's answer per worker: /health needs no key, and each check is a billed request
+        assert health.check_health()["checks"]["embedding"]["ok"] is True and len(server.requests) == 1
+        health._embedding_checks.clear()
         server.failures = [503]
         failed = health.check_health()
         assert failed["checks"]["embedding"]["error"] == "InternalServerError" and len(server.requests) == 2
+        assert failed["status"] == "unhealthy"
+        health._embedding_checks.clear()
+        server.failures = [429]  # throttled: busy, not down
+        throttled = health.check_health()
+        assert throttled["status"] == "degraded" and throttled["checks"]["embedding"]["slow"] is True
+    health._embedding_checks.clear()
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_closed_port()}/v1")
     down = health.check_health()
     assert down["status"] == "unhealthy" and down["checks"]["embedding"]["error"] == "APIConnectionError"

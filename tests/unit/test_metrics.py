@@ -36,3 +36,10 @@ def test_the_pipeline_times_each_embedding_batch(capsys):
     assert (line["provider"], line["model"]) == ("local", "all-MiniLM-L6-v2")
     assert line["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Seconds"
     assert 0 < line["knowledge_embedding_generation_duration_seconds"][0] < 60
+
+
+def test_an_upload_s_type_is_one_of_a_few_or_other(capsys):
+    capsys.readouterr()
+    metrics.record_upload("Text/Markdown; charset=utf-8", "added")
+    metrics.record_upload("application/x-made-up-by-the-caller", "added")
+    assert [line["mime_type"] for line in _emf(capsys)] == ["text/markdown", "other"]
