@@ -119,9 +119,7 @@ def _cause(exc: Exception) -> Exception:
 
 
 def _answer_timeout(exc: Exception) -> bool:
-    from botocore.exceptions import ReadTimeoutError
-
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import ClientError, ReadTimeoutError
 
     exc = _cause(exc)
     throttled = (type(exc).__name__ == "RateLimitError"  # openai's 429, without importing the SDK here

@@ -13,7 +13,7 @@ from chalicelib.documents.entry_text import whole_contents
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.retrieval import Passage, SearchRequest, SearchResult, parse_search_request, search
 from chalicelib.storage import agents, connection
-from chalicelib.validate import int_field
+from chalicelib.validate import int_field, string_field
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,20 @@ class ToolRun:
     knowledge_base_name: Optional[str] = None  # with added
 
 
+def _only(arguments, names: tuple[str, ...], tool_name: str) -> dict:
+    """The arguments as an object naming none but the tool's parameters."""
+    if not isinstance(arguments, dict):
+        raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
+    unknown = set(arguments) - set(names)
+    if unknown:
+        raise Invalid.field(sorted(unknown)[0], f"is not a parameter of {tool_name}", code="INVALID_ARGUMENTS")
+    return arguments
+
+
 def check_arguments(arguments, tool: dict, kb_id: str = "") -> SearchRequest:
     """The arguments against the tool's schema, through the search parser with the
     tool's defaults. Whole floats pass for topK: the schema says "number"."""
-    if not isinstance(arguments, dict):
-        raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
-    unknown = set(arguments) - set(PARAMETERS)
-    if unknown:
-        raise Invalid.field(sorted(unknown)[0], f"is not a parameter of {tool['name']}", code="INVALID_ARGUMENTS")
+    _only(arguments, PARAMETERS, tool["name"])
     config = tool.get("config") or {}
     try:
         top_k, min_score = check_defaults(config.get("defaultTopK"), config.get("defaultMinScore"))
@@ -72,11 +78,7 @@ def invoke_tool(principal: Principal, agent_id: str, tool_id: str, arguments) ->
 
 
 def _knowledge_search(principal: Principal, tool: dict, arguments) -> ToolRun:
-    if not isinstance(arguments, dict):
-        raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
-    unknown = set(arguments) - set(KNOWLEDGE_SEARCH_PARAMETERS)
-    if unknown:
-        raise Invalid.field(sorted(unknown)[0], f"is not a parameter of {tool['name']}", code="INVALID_ARGUMENTS")
+    _only(arguments, KNOWLEDGE_SEARCH_PARAMETERS, tool["name"])
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
         raise Invalid.field("query", "is required", code="INVALID_ARGUMENTS")
@@ -108,20 +110,13 @@ def _add_entry(principal: Principal, agent: dict, tool_id: str, arguments) -> To
     tool = next((t for t in agent["available_tools"] if t.get("id") == source_id), None)
     if tool is None or tool.get("type") != KNOWLEDGE_BASE or settings_of(tool).mode != READ_WRITE:
         raise NotFound.thing("tool", tool_id)
-    if not isinstance(arguments, dict):
-        raise Invalid.field("arguments", "must be an object", code="INVALID_ARGUMENTS")
-    unknown = set(arguments) - set(WRITE_PARAMETERS)
-    if unknown:
-        raise Invalid.field(sorted(unknown)[0], "is not a parameter of this tool (title, content)",
-                            code="INVALID_ARGUMENTS")
-    fields = {}
-    for name, most in (("title", limits.ENTRY_TITLE_MAX_CHARS), ("content", limits.ENTRY_CONTENT_MAX_CHARS)):
-        value = arguments.get(name)
-        if not isinstance(value, str) or not value.strip():
-            raise Invalid.field(name, "is required: a non-empty string", code="INVALID_ARGUMENTS")
-        if len(value) > most:
-            raise Invalid.field(name, f"must be at most {most} characters", code="INVALID_ARGUMENTS")
-        fields[name] = value.strip()
+    _only(arguments, WRITE_PARAMETERS, f"the write tool of {tool['name']}")
+    try:  # as POST .../entries reads them
+        fields = {name: string_field(arguments, name, required=True, max_length=most)
+                  for name, most in (("title", limits.ENTRY_TITLE_MAX_CHARS),
+                                     ("content", limits.ENTRY_CONTENT_MAX_CHARS))}
+    except Invalid as err:
+        raise Invalid(err.message, code="INVALID_ARGUMENTS") from None
     kb_id = tool["config"]["knowledgeBaseId"]
     try:
         entry = store_entry(principal, kb_id, Knowledge(title=fields["title"], content=fields["content"],

@@ -177,12 +177,13 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
     if size > settings.max_file_bytes:
         raise TooLarge(f"size: {size} bytes is over the limit of {settings.max_file_bytes}")
     digest = hashlib.sha256(raw).hexdigest() if raw is not None else request.sha256
+    content_type = _media_type(path, request.content_type)
     key = document_key(kb_id, path)
     with connection() as conn, conn.transaction():
         kb_to_write(conn, principal, kb_id, "upload documents")
         current = documents.find_by_key(conn, kb_id, key)
         if _unchanged(current, digest, request.metadata):
-            metrics.record_upload(_media_type(path, request.content_type), UNCHANGED)
+            metrics.record_upload(content_type, UNCHANGED)
             return Upload(document=current, put=None, result=UNCHANGED)
         doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=key, filename=path.rsplit("/", 1)[-1],
                                              size_bytes=size, created_by=principal.user_id, original_url=request.url)
@@ -191,12 +192,11 @@ def upload(principal: Principal, kb_id: str, request: UploadRequest) -> Upload:
                     after={"knowledgeBaseId": kb_id, "path": path, "size": size,
                            "inline": raw is not None and request.url is None, "url": request.url,
                            "result": result})
-    metrics.record_upload(_media_type(path, request.content_type), result)
+    metrics.record_upload(content_type, result)
     s3 = client("s3")
     if request.metadata:
         s3.put_object(Bucket=settings.bucket, Key=key + SIDECAR_SUFFIX, ContentType="application/json",
                       Body=json.dumps({"metadataAttributes": request.metadata}).encode())
-    content_type = _media_type(path, request.content_type)
     if raw is not None:
         s3.put_object(Bucket=settings.bucket, Key=key, Body=raw, ContentType=content_type)
         return Upload(document=doc, put=None, result=result)
