@@ -182,7 +182,7 @@ def cpu_flags() -> set[str]:
         return set()
 
 
-def _crash_in_log(log: Path, seen: int, wait: float = 5) -> str:
+def _crash_in_log(log: Path, seen: int, wait: float = 10) -> str:
     """What the server logged since byte `seen`, once it tells of a backend that died (the
     postmaster writes that when it reaps the backend, just after the client saw the
     connection close), or after `wait` seconds."""
