@@ -82,8 +82,8 @@ status:
 	@$(PY) localstack/stack.py status
 
 key:
-	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer]"; exit 2; }
-	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)")
+	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer] [GROUPS=a,b]"; exit 2; }
+	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)") $(if $(GROUPS),--groups "$(GROUPS)")
 
 test: install checkov redis chromium qemu
 	@$(PY) localstack/stack.py up --no-demo >/dev/null

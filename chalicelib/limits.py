@@ -52,6 +52,9 @@ NAME_MAX_CHARS = 200
 DESCRIPTION_MAX_CHARS = 2000
 PAGE_SIZE = Range(1, 100, 20)
 ID_MAX_CHARS = 64
+# A knowledge base's access lists (roles, groups, user names: migration 0018)
+ACCESS_LIST_MAX_NAMES = 50
+ACCESS_NAME_MAX_CHARS = 64
 
 # Documents and entries
 FILENAME_MAX_CHARS = 1000

@@ -3,7 +3,7 @@
     python localstack/stack.py up [--no-demo]   services, migrations, deploy, demo
     python localstack/stack.py down
     python localstack/stack.py status
-    python localstack/stack.py key ORG USER [--role admin|editor|viewer] [--rate N]
+    python localstack/stack.py key ORG USER [--role admin|editor|viewer] [--rate N] [--groups a,b]
 """
 import argparse
 import json
@@ -264,6 +264,8 @@ def main() -> None:
     key_cmd.add_argument("--role", choices=("admin", "editor", "viewer"),
                          help="the user's role (default: admin for an organisation's first user, else editor)")
     key_cmd.add_argument("--rate", type=int, help="requests per second for this key (default: the deployment's)")
+    key_cmd.add_argument("--groups", help="the user's groups, comma-separated (a knowledge base's access lists"
+                                          " name them); given, they replace the user's")
     args = parser.parse_args()
     if args.command == "up":
         up(with_demo=not args.no_demo)
@@ -284,8 +286,10 @@ def main() -> None:
         os.environ["DATABASE_URL"] = services.postgres_up()
         from chalicelib.auth import issue_key
 
-        principal, key = issue_key(args.org, args.user, args.role, rate_per_second=args.rate)
-        print(f"# {args.user} in {args.org}: {principal.role}", file=sys.stderr)
+        groups = None if args.groups is None else [g.strip() for g in args.groups.split(",") if g.strip()]
+        principal, key = issue_key(args.org, args.user, args.role, rate_per_second=args.rate, groups=groups)
+        print(f"# {args.user} in {args.org}: {principal.role}" + (f", groups {', '.join(groups)}" if groups else ""),
+              file=sys.stderr)
         print(key)
 
 

@@ -35,7 +35,8 @@ def create_knowledge_base(principal):
         visibility=visibility,
         provider=string_field(embedding, "provider", required=False, max_length=40) or None,
         model=string_field(embedding, "model", required=False, max_length=100) or None,
-        chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"))
+        chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"),
+        access=kbs.parse_access(body.get("access")))
     return ok(kb_view(kb, principal), status=201)
 
 
@@ -58,11 +59,13 @@ def get_knowledge_base(principal, kb_id):
 @authenticated(blueprint)
 def update_knowledge_base(principal, kb_id):
     body = json_body(blueprint.current_request)
-    refuse_unknown(body, {"name", "description", "visibility"},
+    refuse_unknown(body, {"name", "description", "visibility", "access"},
                    "cannot be changed (the embedding model and chunking are fixed at creation)")
     changes = name_and_description_changes(body)
     if "visibility" in body:
         changes["visibility"] = _visibility(body, required=True)
+    if "access" in body:  # the lists whole: one left out is no longer narrowed
+        changes.update(kbs.parse_access(body["access"]))
     return ok(kb_view(kbs.update_knowledge_base(principal, kb_id, changes), principal))
 
 

@@ -10,6 +10,7 @@ from chalicelib.documents.sync import SyncReport
 from chalicelib.documents.uploads import Upload
 from chalicelib.retrieval import Passage, SearchResult
 from chalicelib.storage.document_status import STATUSES
+from chalicelib.storage.knowledge_bases import ACCESS_COLUMNS
 
 
 def _iso(value) -> Optional[str]:
@@ -23,7 +24,8 @@ def kb_view(row: dict, viewer: Principal) -> dict:
     return {
         "id": row["id"], "name": row["name"], "description": row["description"],
         "visibility": row["visibility"],
-        **({"ownerId": row["owner_id"], "organizationId": row["org_id"]} if ours else {}),
+        **({"ownerId": row["owner_id"], "organizationId": row["org_id"],
+            "access": {field: row[column] for column, field in ACCESS_COLUMNS.items()}} if ours else {}),
         "embedding": {"provider": row["embedding_provider"], "model": row["embedding_model"],
                       "dimension": row["embedding_dim"]},
         "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"]},

@@ -28,8 +28,9 @@ def require_admin(principal: Principal, action: str) -> None:
 
 def may_write_kb(principal: Principal, kb: dict) -> bool:
     """Documents and entries: the owner, and the organisation's editors and admins
-    when it is shared with the organisation (org, or public which includes it)."""
-    if principal.role == "viewer":
+    when it is shared with the organisation (org, or public which includes it), who pass
+    its write lists if it has them. kb: a row of kb_to_read's."""
+    if principal.role == "viewer" or not kb["writes_by_access"]:  # its write lists (migration 0018)
         return False
     return kb["owner_id"] == principal.user_id or (
         kb["org_id"] == principal.org_id and kb["visibility"] in ("org", "public"))
@@ -65,6 +66,9 @@ def kb_to_write(conn, principal: Principal, kb_id: str, action: str) -> dict:
     kb = kb_to_read(conn, principal, kb_id)
     if not may_write_kb(principal, kb):
         require_writer(principal, action)
+        if kb["org_id"] == principal.org_id and not kb["writes_by_access"]:
+            raise Forbidden(f"knowledge base {kb_id} lets only the roles, groups and users of its access.writeRoles"
+                            f" and access.writeUsers {action}; its owner or an admin can add you")
         # Visible, not private to someone else, not ours to write: another organisation's public one.
         raise Forbidden(f"knowledge base {kb_id} is another organisation's; you may search it, not {action}")
     return kb

@@ -31,14 +31,14 @@ def _new_key() -> tuple[str, str, str]:
 
 
 def issue_key(org_name: str, user_name: str, role: Optional[str] = None, *,
-              rate_per_second: Optional[int] = None) -> tuple[Principal, str]:
+              rate_per_second: Optional[int] = None, groups: Optional[list[str]] = None) -> tuple[Principal, str]:
     """`make key`: create the organisation and user if needed (the first user of an
-    organisation is its admin; later ones are editors unless a role is given; a role
-    given for an existing user becomes theirs) and return a new key for them."""
+    organisation is its admin; later ones are editors unless a role is given; a role or
+    groups given for an existing user become theirs) and return a new key for them."""
     key, digest, prefix = _new_key()
     with acting_for(EVERY_ORGANISATION), connection() as conn, conn.transaction():
         org_id = tenants.ensure_organization(conn, org_name)
-        user = tenants.ensure_user(conn, org_id, user_name, role)
+        user = tenants.ensure_user(conn, org_id, user_name, role, groups)
         row = tenants.insert_api_key(conn, user["id"], digest, prefix, name="make key", expires_in=None,
                                      rate_per_second=rate_per_second)
     return Principal(user_id=user["id"], org_id=org_id, role=user["role"], key_id=row["id"],

@@ -1,27 +1,69 @@
 """Knowledge bases: creation with a fixed embedding model and chunking, reads scoped
 to the caller, changes and deletion by their owner or an admin (auth/access.py), each
 write audited. Returns storage rows; the API's views shape them."""
+import re
 from typing import Optional
 
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_manage, require_writer
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
-from chalicelib.errors import NotFound
+from chalicelib import limits
+from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.chunk import validate_sizes
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
 from chalicelib.storage import audit, connection, knowledge_bases
 
 VISIBILITIES = ("private", "org", "public")
+ACCESS_FIELDS = tuple(knowledge_bases.ACCESS_COLUMNS.values())  # readRoles, readUsers, writeRoles, writeUsers
+_ACCESS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
+
+
+def parse_access(value) -> dict:
+    """An `access` object → {each access column: a list of names or None}; null or {} is
+    no narrowing. Names are organisation roles (admin, editor, viewer), groups, or user names."""
+    parsed = dict.fromkeys(knowledge_bases.ACCESS_COLUMNS)
+    if value is None:
+        return parsed
+    if not isinstance(value, dict):
+        raise Invalid.field("access", f"must be an object with any of {', '.join(ACCESS_FIELDS)}")
+    unknown = sorted(set(value) - set(ACCESS_FIELDS))
+    if unknown:
+        raise Invalid.field(f"access.{unknown[0]}", f"is not an access list; use {', '.join(ACCESS_FIELDS)}")
+    for column, field in knowledge_bases.ACCESS_COLUMNS.items():
+        names = value.get(field)
+        if names is None:
+            continue
+        if (not isinstance(names, list) or len(names) > limits.ACCESS_LIST_MAX_NAMES
+                or not all(isinstance(n, str) and len(n) <= limits.ACCESS_NAME_MAX_CHARS
+                           and _ACCESS_NAME.fullmatch(n) for n in names)):
+            raise Invalid.field(f"access.{field}", f"must be a list of up to {limits.ACCESS_LIST_MAX_NAMES} names"
+                                f" (roles, groups or users: letters, digits, _ . @ -, up to"
+                                f" {limits.ACCESS_NAME_MAX_CHARS} characters)")
+        parsed[column] = sorted(set(names))
+    return parsed
+
+
+def check_access(visibility: str, access: dict) -> None:
+    """Read lists narrow who in the organisation reads an org knowledge base (a private one
+    is its owner's alone, a public one everybody's); write lists need it shared (org or public)."""
+    if visibility != "org" and (access.get("read_roles") is not None or access.get("read_users") is not None):
+        raise Invalid.field("access.readRoles", f"narrows who in the organisation reads a knowledge base of"
+                                                f" visibility org; this one is {visibility}")
+    if visibility == "private" and (access.get("write_roles") is not None or access.get("write_users") is not None):
+        raise Invalid.field("access.writeRoles", "narrows who in the organisation writes a shared knowledge base"
+                                                 " (visibility org or public); a private one is its owner's alone")
 
 
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           visibility: str = "private", provider: Optional[str] = None,
                           model: Optional[str] = None, chunk_tokens: Optional[int] = None,
-                          chunk_overlap: Optional[int] = None) -> dict:
+                          chunk_overlap: Optional[int] = None, access: Optional[dict] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
-    Raises Invalid naming the field when a setting is not valid."""
+    access: parse_access's. Raises Invalid naming the field when a setting is not valid."""
     require_writer(principal, "create knowledge bases")
+    access = access or parse_access(None)
+    check_access(visibility, access)
     settings = load_settings()
     embedder = get_provider(provider or settings.embedding_provider, model)
     chunk_tokens = settings.default_chunk_tokens if chunk_tokens is None else chunk_tokens
@@ -33,9 +75,10 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
             kb_id = knowledge_bases.insert_knowledge_base(
                 conn, principal, name=name, description=description, visibility=visibility,
                 provider=embedder.name, model=embedder.model, dim=embedder.dimension,
-                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, access=access)
             audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
-                        after={"name": name, "visibility": visibility, "embeddingModel": embedder.model})
+                        after={"name": name, "visibility": visibility, "embeddingModel": embedder.model,
+                               **({"access": access} if any(access.values()) else {})})
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 
@@ -56,10 +99,14 @@ def list_knowledge_bases(principal: Principal, *, limit: int, after: Optional[st
 
 
 def update_knowledge_base(principal: Principal, kb_id: str, changes: dict) -> dict:
-    """Forbidden when the caller sees it but is neither its owner nor an admin of its organisation."""
+    """Forbidden when the caller sees it but is neither its owner nor an admin of its organisation.
+    changes: name, description, visibility, and the access lists (parse_access's columns,
+    every one of them when `access` was given: it replaces the lists whole)."""
     with connection() as conn:
         with conn.transaction():
             before = kb_to_manage(conn, principal, kb_id, "change its settings", for_update=True)
+            check_access(changes.get("visibility", before["visibility"]),
+                         {c: changes.get(c, before[c]) for c in knowledge_bases.ACCESS_COLUMNS})
             knowledge_bases.update(conn, principal, kb_id, changes)
             changed = [k for k in changes if before[k] != changes[k]]
             if changed:

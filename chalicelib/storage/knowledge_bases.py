@@ -9,11 +9,15 @@ from chalicelib import limits
 from chalicelib.errors import Invalid
 from chalicelib.ids import new_id
 from chalicelib.storage.document_status import STATUSES
-from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_KB, scope
+from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_KB, WRITES_BY_ACCESS, scope
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
-    kb.chunk_overlap, kb.created_at, kb.updated_at"""
+    kb.chunk_overlap, kb.read_roles, kb.read_users, kb.write_roles, kb.write_users,
+    kb.created_at, kb.updated_at"""
+# The access lists (migration 0018), as the API names them: column → field.
+ACCESS_COLUMNS = {"read_roles": "readRoles", "read_users": "readUsers",
+                  "write_roles": "writeRoles", "write_users": "writeUsers"}
 
 _BY_STATUS = ", ".join(f"'{s}', count(*) FILTER (WHERE d.status = '{s}')" for s in STATUSES)
 # Counted over the documents the caller may read (an individual entry is its writer's alone).
@@ -28,14 +32,16 @@ KB_STATS = f"""(SELECT json_build_object(
 
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
                           visibility: str, provider: str, model: str, dim: int,
-                          chunk_tokens: int, chunk_overlap: int) -> str:
+                          chunk_tokens: int, chunk_overlap: int, access: dict) -> str:
+    """access: ACCESS_COLUMNS' columns → a list of names or None."""
     kb_id = new_id("kb")
     conn.execute(
         "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
-        " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap,"
+        " read_roles, read_users, write_roles, write_users)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (kb_id, principal.org_id, principal.user_id, name, description, visibility,
-         provider, model, dim, chunk_tokens, chunk_overlap),
+         provider, model, dim, chunk_tokens, chunk_overlap, *(access.get(c) for c in ACCESS_COLUMNS)),
     )
     return kb_id
 
@@ -53,10 +59,12 @@ def get_visible(conn: psycopg.Connection, principal, kb_id: str, *, for_update: 
                 stats: bool = True) -> Optional[dict]:
     """The knowledge base if the caller sees it; with its stats unless told otherwise (they
     read every document it holds: 200 ms at 100,000 on a loaded 2-core machine,
-    bench/documents_list.py). FOR UPDATE never has them: it does not go with an aggregate."""
+    bench/documents_list.py). FOR UPDATE never has them: it does not go with an aggregate.
+    Without stats it says whether the caller passes the write lists (writes_by_access)."""
     if for_update or not stats:
         return conn.execute(
-            f"SELECT {KB_COLUMNS} FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}"
+            f"SELECT {KB_COLUMNS}, {WRITES_BY_ACCESS} AS writes_by_access"
+            f" FROM knowledge_bases kb WHERE kb.id = %(kb_id)s AND {VISIBLE_KB}"
             + (" FOR UPDATE" if for_update else ""),
             scope(principal, kb_id=kb_id),
         ).fetchone()
@@ -120,8 +128,8 @@ def reachable(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[st
 
 
 def update(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
-    """Apply name/description/visibility changes (access.kb_to_manage said who may)."""
-    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "visibility")}
+    """Apply name/description/visibility/access-list changes (access.kb_to_manage said who may)."""
+    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "visibility", *ACCESS_COLUMNS)}
     if not allowed:
         return get_visible(conn, principal, kb_id) is not None
     sets = ", ".join(f"{column} = %({column})s" for column in allowed)

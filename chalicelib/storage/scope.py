@@ -4,10 +4,14 @@ never leave the database. Within what is visible, chalicelib/auth/access.py deci
 who may change what."""
 
 # A knowledge base is visible to its owner, to its organisation when shared with
-# it, and to everyone when public.
+# it (narrowed by its read lists, migration 0018, which the policies state too), and to
+# everyone when public.
 VISIBLE_KB = """(kb.owner_id = %(user_id)s
-     OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s)
+     OR (kb.visibility = 'org' AND kb.org_id = %(org_id)s
+         AND kb_access_allows(kb.read_roles, kb.read_users, kb.owner_id, kb.org_id, %(user_id)s))
      OR kb.visibility = 'public')"""
+# Whether the caller passes the knowledge base's write lists (migration 0018).
+WRITES_BY_ACCESS = "kb_access_allows(kb.write_roles, kb.write_users, kb.owner_id, kb.org_id, %(user_id)s)"
 
 
 def readable(alias: str) -> str:

@@ -19,16 +19,19 @@ def ensure_organization(conn: psycopg.Connection, name: str) -> str:
     return row["id"]
 
 
-def ensure_user(conn: psycopg.Connection, org_id: str, name: str, role: Optional[str]) -> dict:
+def ensure_user(conn: psycopg.Connection, org_id: str, name: str, role: Optional[str],
+                groups: Optional[list[str]] = None) -> dict:
     """{id, role}. A new organisation's first user is its admin, later ones editors,
-    unless a role is given; a role given for an existing user replaces theirs."""
+    unless a role is given; a role or groups (migration 0018) given for an existing user
+    replace theirs."""
     return conn.execute(
-        "INSERT INTO users (id, org_id, name, role) VALUES (%(id)s, %(org_id)s, %(name)s,"
+        "INSERT INTO users (id, org_id, name, role, groups) VALUES (%(id)s, %(org_id)s, %(name)s,"
         " coalesce(%(role)s, CASE WHEN EXISTS (SELECT 1 FROM users WHERE org_id = %(org_id)s)"
-        "                         THEN 'editor' ELSE 'admin' END))"
-        " ON CONFLICT (org_id, name) DO UPDATE SET role = coalesce(%(role)s, users.role)"
+        "                         THEN 'editor' ELSE 'admin' END), coalesce(%(groups)s::text[], '{}'))"
+        " ON CONFLICT (org_id, name) DO UPDATE SET role = coalesce(%(role)s, users.role),"
+        "                                          groups = coalesce(%(groups)s::text[], users.groups)"
         " RETURNING id, role",
-        {"id": new_id("user"), "org_id": org_id, "name": name, "role": role},
+        {"id": new_id("user"), "org_id": org_id, "name": name, "role": role, "groups": groups},
     ).fetchone()
 
 

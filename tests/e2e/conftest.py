@@ -40,7 +40,8 @@ def lambda_client(aws, local_env):
     return aws.client("lambda", endpoint_url=local_env["AWS_ENDPOINT_URL"])
 
 
-def new_key(local_env, org: str, user: str, role: str | None = None, rate: int | None = 1000) -> str:
+def new_key(local_env, org: str, user: str, role: str | None = None, rate: int | None = 1000,
+            groups: str | None = None) -> str:
     """A key issued as `make key` does. Its rate is high unless given: a test of something
     else must not meet the rate limit (test_access.py tests the default one)."""
     import subprocess
@@ -48,7 +49,8 @@ def new_key(local_env, org: str, user: str, role: str | None = None, rate: int |
 
     from tests.conftest import ROOT
 
-    args = ["key", org, user] + (["--role", role] if role else []) + (["--rate", str(rate)] if rate else [])
+    args = (["key", org, user] + (["--role", role] if role else []) + (["--rate", str(rate)] if rate else [])
+            + (["--groups", groups] if groups else []))
     out = subprocess.run([sys.executable, str(ROOT / "localstack" / "stack.py"), *args],
                          check=True, capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]

@@ -5,8 +5,10 @@ import json
 import secrets
 import time
 
+import psycopg
 import pytest
 import requests
+from psycopg.rows import dict_row
 
 from tests.e2e.conftest import Api, new_key
 
@@ -320,3 +322,65 @@ def test_a_private_knowledge_base_is_nameless_to_everyone_but_its_owner(local_en
     # and whole to its owner, who sees its tool as missing, by name
     tools = _data(owner.call("GET", f"/agents/{agent['id']}/tools"))["items"]
     assert (tools[0]["status"], tools[0]["knowledgeBaseName"]) == ("knowledge_base_missing", "Zanzibar plans")
+
+
+def test_access_lists_narrow_who_in_the_organisation_reads_and_writes(local_env, db):
+    """Issue 28, seed 004's `access: {read_roles, write_roles}`: on an org knowledge base,
+    the API and the row-level security let only the listed roles, groups and users read it,
+    and only the write lists' write into it; the owner and admins always, viewers never write."""
+    from chalicelib.storage.db import functions_login
+
+    name, url = f"e2e-access-{secrets.token_hex(4)}", local_env["KB_API_URL"]
+    admin = Api(url, new_key(local_env, name, "ada"))
+    rita = Api(url, new_key(local_env, name, "rita", groups="researcher"))
+    eng = Api(url, new_key(local_env, name, "eng", groups="engineer,oncall"))
+    ed = Api(url, new_key(local_env, name, "ed"))
+    vi = Api(url, new_key(local_env, name, "vi", role="viewer", groups="researcher"))
+    access = {"readRoles": ["researcher", "engineer"], "writeRoles": ["researcher"]}
+    kb = _data(admin.call("POST", "/knowledge-bases", {"name": "Research", "visibility": "org", "access": access}), 201)
+    assert kb["access"] == {"readRoles": ["engineer", "researcher"], "readUsers": None,
+                            "writeRoles": ["researcher"], "writeUsers": None}
+    path = f"/knowledge-bases/{kb['id']}"
+    entry = _data(rita.call("POST", f"{path}/entries", {"title": "Assay", "content": "The assay uses ELISA plates.", "level": "organisation"}), 201)
+    assert _data(eng.call("GET", path))["stats"]["documentCount"] == 1
+    assert [r["content"] for r in _data(eng.call("POST", f"{path}/search", {"query": "ELISA assay"}))["results"]]
+    assert "writeRoles" in _error(eng.call("POST", f"{path}/entries", {"title": "t", "content": "c"}), 403, "FORBIDDEN")
+    _error(vi.call("POST", f"{path}/entries", {"title": "t", "content": "c"}), 403, "FORBIDDEN")  # read yes, write never
+    assert _data(vi.call("GET", path))["id"] == kb["id"]
+    _error(ed.call("GET", path), 404, "NOT_FOUND")  # an editor in no list: as if it were not there
+    _error(ed.call("POST", f"{path}/search", {"query": "ELISA"}), 404, "NOT_FOUND")
+    assert kb["id"] not in {k["id"] for k in _data(ed.call("GET", "/knowledge-bases?limit=100"))["items"]}
+
+    # The database says the same to the functions' role, whatever SQL forgets (migration 0018).
+    ids = {r["name"]: r["id"] for r in db.execute(
+        "SELECT u.name, u.id FROM users u JOIN organizations o ON o.id = u.org_id WHERE o.name = %s", (name,))}
+    org_id = _data(admin.call("GET", path))["organizationId"]
+    with psycopg.connect(functions_login(local_env["DATABASE_URL"]), autocommit=True, row_factory=dict_row) as conn:
+        def as_user(user):
+            conn.execute("SELECT set_config('kb.org_id', %s, false), set_config('kb.user_id', %s, false)",
+                         (org_id, ids[user]))
+        for user, reads in (("ed", 0), ("eng", 1), ("rita", 1), ("ada", 1)):
+            as_user(user)
+            seen = [conn.execute(f"SELECT count(*) AS n FROM {table} WHERE kb_id = %s", (kb["id"],)).fetchone()["n"]
+                    for table in ("documents", "chunks", "chunks_visible")]
+            assert [min(n, 1) for n in seen] == [reads] * 3, (user, seen)
+        as_user("eng")  # reads it, may not write it: its delete finds nothing to delete
+        assert conn.execute("DELETE FROM documents WHERE kb_id = %s", (kb["id"],)).rowcount == 0
+    assert _data(rita.call("GET", f"{path}/documents/{entry['id']}"))["id"] == entry["id"]
+
+    # Users by name; the lists are replaced whole, and null lifts them.
+    _data(admin.call("PATCH", path, {"access": {**access, "writeUsers": ["eng"]}}))
+    _data(eng.call("POST", f"{path}/entries", {"title": "Plates", "content": "Plates are read at 450 nm.", "level": "organisation"}), 201)
+    _error(rita.call("PATCH", path, {"access": None}), 403, "FORBIDDEN")  # not its owner
+    assert _data(admin.call("PATCH", path, {"access": None}))["access"]["readRoles"] is None
+    assert _data(ed.call("GET", path))["stats"]["documentCount"] == 2
+
+    # Lists that cannot mean anything are refused, naming the field.
+    for body, field in (({"visibility": "public", "access": {"readRoles": ["engineer"]}}, "access.readRoles"),
+                        ({"visibility": "private", "access": {"writeUsers": ["eng"]}}, "access.writeRoles"),
+                        ({"visibility": "org", "access": {"read_roles": ["engineer"]}}, "access.read_roles"),
+                        ({"visibility": "org", "access": {"readRoles": ["no spaces"]}}, "access.readRoles"),
+                        ({"visibility": "org", "access": ["engineer"]}, "access")):
+        assert field in _error(admin.call("POST", "/knowledge-bases", {"name": "x", **body}), 400, "INVALID_INPUT")
+    _data(admin.call("PATCH", path, {"access": {"readUsers": ["ed"]}}))
+    assert "access.readRoles" in _error(admin.call("PATCH", path, {"visibility": "public"}), 400, "INVALID_INPUT")
