@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from kbcli import __version__, output
-from kbcli.commands import agents, docs, entries, keys, kbs, search, tools
+from kbcli.commands import agents, apply, docs, entries, keys, kbs, search, tools
 from kbcli.session import ApiKeyOption, ApiUrlOption, Globals, JsonOption, Session, command
 
 app = typer.Typer(name="kb", help="The knowledge-base service from the command line. The API's URL and key come"
@@ -20,6 +20,7 @@ app.add_typer(entries.app)
 app.add_typer(keys.app)
 command(app, "search")(search.search)
 command(app, "sync")(docs.sync)
+apply.register(app)
 
 
 def _version(value: bool) -> None:

@@ -249,6 +249,53 @@ def up(with_demo: bool) -> None:
         run_demo(api_url, key, kb)
     print(f"\nKB_API_URL={api_url}\nKB_API_KEY={key}\nKB_MCP_URL={mcp_url}  (the demo agent's tools over MCP)"
           f"\n(written to {ENV_FILE})")
+    autoload(api_url, key)
+
+
+# Seed 004's autoload: a project's definitions applied as the stack comes up.
+AUTOLOAD_INCLUDE = ("knowledge/**/*.yaml", "agents/**/*.yaml")
+
+
+def autoload_files(project: Path) -> list[Path]:
+    """The files a project's compozy.yaml autoload names (seed 004: `autoload: {enabled,
+    include}`), or knowledge/**/*.yaml and agents/**/*.yaml below it."""
+    import yaml
+
+    include: tuple | list = AUTOLOAD_INCLUDE
+    config = project / "compozy.yaml"
+    if config.is_file():
+        settings = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("autoload") or {}
+        if settings.get("enabled") is False:
+            return []
+        include = settings.get("include") or AUTOLOAD_INCLUDE
+    return sorted({p for pattern in include for p in project.glob(pattern) if p.is_file()})
+
+
+def autoload(api_url: str, key: str, project: Path | None = None) -> None:
+    """Apply the project's definitions (KB_PROJECT_DIR, else the repository) as the demo
+    organisation's admin, as `kb apply` would; a definition that fails stops `make up` with
+    its message after the others are applied (the stack stays up)."""
+    from kbcli import manifests
+    from kbcli.client import CliError, Client
+    from kbcli.commands.apply import apply
+    from kbcli.config import Settings
+
+    project = project or Path(os.environ.get("KB_PROJECT_DIR") or ROOT)
+    files = autoload_files(project)
+    if not files:
+        return
+    client = Client(Settings(api_url=api_url, api_key=key, env_file=None))
+    try:
+        changes = apply(client, manifests.load(str(f) for f in files))
+    except CliError as error:
+        raise SystemExit(f"autoload   {error.code}: {error.message}") from None
+    finally:
+        client.close()
+    print(f"autoload   {len(files)} files of {project}")
+    for change in changes:
+        print(f"           {change.kind}/{change.name} {change.action}" + (f" ({change.detail})" if change.detail else ""))
+    if any(c.action == "failed" for c in changes):
+        raise SystemExit("autoload   some definitions were not applied (above)")
 
 
 def main() -> None:
