@@ -163,6 +163,11 @@ def quality(runs: dict[str, list[str]], qrels: dict[str, set[str]]) -> dict:
         "recall@10": statistics.mean(recall_at(r, rel, 10) for r, rel in rows),
         "recall@100": statistics.mean(recall_at(r, rel, 100) for r, rel in rows),
         "MRR@10": statistics.mean(mrr_at(r, rel, 10) for r, rel in rows),
+        # Seed 004's "> 80% relevant chunks in the top 3", counted two ways: the share of
+        # questions with a relevant abstract in their top 3, and the share of top-3 passages
+        # that are relevant (SciFact has 1.1 relevant abstracts a question, so at most ~0.37).
+        "hit@3": statistics.mean(1.0 if set(r[:3]) & rel else 0.0 for r, rel in rows),
+        "precision@3": statistics.mean(len(set(r[:3]) & rel) / 3 for r, rel in rows),
     }
 
 

@@ -18,7 +18,7 @@ import secrets
 import statistics
 import time
 
-from common import SHARED_DATA as SHARED, local_env, percentile
+from common import SHARED_DATA as SHARED, local_env, percentile, save_results
 
 
 @contextlib.contextmanager
@@ -161,11 +161,15 @@ def main() -> None:
           f"spread {em['spread'][0]:.1f}-{em['spread'][1]:.1f}  ({em['chunks']} SciFact abstracts, batch 64)")
     print(f"             baseline one at a time {em['baseline_median']:.1f} chunks/s: "
           f"batching x{em['median'] / em['baseline_median']:.2f}")
+    results = {"extraction": ex, "embedding": em, "endToEnd": [], "bigPdf": []}
     if not args.no_e2e:
-        print_end_to_end([bench_end_to_end(n_docs) for _ in range(1 if args.quick else 3)])
+        results["endToEnd"] = [bench_end_to_end(n_docs) for _ in range(1 if args.quick else 3)]
+        print_end_to_end(results["endToEnd"])
         if not args.quick:
             data = fifty_mb_pdf()
-            print_big_pdf([bench_big_pdf(data) for _ in range(3)])
+            results["bigPdf"] = [bench_big_pdf(data) for _ in range(3)]
+            print_big_pdf(results["bigPdf"])
+    save_results("ingestion", args.quick, results)  # report.py's seed targets read it
 
 
 def print_end_to_end(runs: list[dict]) -> None:

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -172,11 +173,12 @@ def real_folder_section(folder: dict) -> list[str]:
 
 
 def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict,
-             listing: dict, cold: dict, folder: dict | None = None) -> str:
+             listing: dict, cold: dict, folder: dict | None = None, targets: list[dict] | None = None) -> str:
     lines = [
         "# Benchmarks", "",
         f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on {datetime.now(timezone.utc):%Y-%m-%d}; "
         f"machine: {machine()}.", "",
+        *seed_targets_section(targets or []),
         "## Retrieval quality", "",
         f"SciFact subset: {ours['corpus']} abstracts ({ours['chunks']} chunks), {ours['queries']} train queries "
         "with graded relevance; document-level metrics (a document's best passage counts). All methods use "
@@ -347,13 +349,16 @@ def main() -> None:
     listing = load(f"documents-list{suffix}.json")
     cold = load(f"cold{suffix}.json")
     folder = load(f"real-folder{suffix}.json")
+    ingestion_file = ROOT / ".kb" / "bench-results" / f"ingestion{suffix}.json"
+    targets = seed_targets(ours, json.loads(ingestion_file.read_text()) if ingestion_file.exists() else {})
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
-    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder))
+    report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder, targets))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
                                                                       "coldStarts": cold,
-                                                                      "realFolder": real_folder_json(folder)}, indent=1) + "\n")
+                                                                      "realFolder": real_folder_json(folder),
+                                                                      "seedTargets": targets}, indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
 
 
@@ -383,6 +388,58 @@ def figures_json(ours: dict, peer: dict, builds: dict) -> dict:
             "minScore": ours.get("minScore", []), "isolation": isolation,
             "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", []),
             "pgvectorBuilds": pgvector_builds_json(builds)}
+
+
+QUERY_TARGET_MS = 2000  # seed 004: queries under 2 s
+BIG_FILE_TARGET_S = 30  # seed 004: a 50 MB document in under 30 s
+RELEVANT_TOP3_TARGET = 0.8  # seed 004: "> 80% relevant chunks in the top 3"
+
+
+def seed_targets(ours: dict, ingestion: dict) -> list[dict]:
+    """Seed 004's success metrics beside what this run measured, and how each was counted."""
+    rows = []
+    api_p95 = [(row["api"][label]["p95"], size, label) for size, row in by_size(ours)
+               for label in row.get("api", {})]
+    if api_p95:
+        worst, size, label = max(api_p95)
+        rows.append({"target": "queries under 2 s", "measured": f"p95 {worst:.0f} ms at worst",
+                     "how": f"through the emulated API Gateway, the slowest strategy/cache case ({label}, {int(size):,}"
+                            " chunks) of the latency table", "met": worst < QUERY_TARGET_MS})
+    big = ingestion.get("bigPdf") or []
+    if big:
+        seconds = statistics.median(r["seconds"] for r in big)
+        rows.append({"target": "a 50 MB document in under 30 s", "measured": f"{seconds:.1f} s median",
+                     "how": f"a {big[-1]['megabytes']:.1f} MB PDF of {big[-1]['pages']} pages ({big[-1]['chunks']} chunks)"
+                            f" dropped into the bucket until PROCESSED, {len(big)} runs. A text-heavy 50 MB file (≈25,000"
+                            f" chunks of 500 tokens) would take ≈{25000 / ingestion['embedding']['median'] / 60:.0f} min"
+                            " at this run's local embedding rate: the target holds for such files only with a"
+                            " remote provider", "met": seconds < BIG_FILE_TARGET_S})
+    hybrid = ours["quality"].get("hybrid", {})
+    if "hit@3" in hybrid:
+        rows.append({"target": "> 80% relevant chunks in the top 3",
+                     "measured": f"{hybrid['hit@3']:.1%} of questions; {hybrid['precision@3']:.1%} of passages",
+                     "how": f"hybrid search, SciFact's {ours.get('queries', 'train')} train questions: the share"
+                            " with a relevant abstract in their top 3, and the share of all top-3 passages that are"
+                            " relevant (SciFact has about one relevant abstract a question, so at most ~37%)",
+                     "met": hybrid["hit@3"] > RELEVANT_TOP3_TARGET})
+    if ours.get("throughput"):
+        top = max(ours["throughput"], key=lambda r: r["clients"])
+        bursts = ours.get("coldBursts") or []
+        rows.append({"target": "1000+ concurrent users",
+                     "measured": f"{top['clients']} clients: {top['perSecond']:.0f} searches/s, p95 {top['p95']:.0f} ms"
+                                 + "".join(f"; a cold burst of {b['clients']}: {b['errors']} errors" for b in bursts),
+                     "how": "the local stack on this 2-core machine (one emulated gateway, Lambda workers as"
+                            " processes); 1000 users were not tried here: that load test is issue 30's",
+                     "met": None})
+    return rows
+
+
+def seed_targets_section(rows: list[dict]) -> list[str]:
+    lines = ["## Seed targets", "", "Seed 004's success metrics beside this run's figures.", "",
+             "| target | measured | met | how it was counted |", "|---|---|---|---|"]
+    lines += [f"| {r['target']} | {r['measured']} | {'yes' if r['met'] else 'no' if r['met'] is False else 'not measured'}"
+              f" | {r['how']} |" for r in rows]
+    return lines + [""]
 
 
 def real_folder_json(folder: dict) -> dict:

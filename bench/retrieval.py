@@ -442,7 +442,7 @@ def main() -> dict:
 
     probe_vectors = get_provider("local").embed_documents([q["text"] for q in sample[:20]])
     # --quick: the real corpus and one synthetic size, enough to run every step once
-    sizes = [len(flat)] + ([1000] if args.quick else [int(s) for s in args.sizes.split(",")])
+    sizes = [len(flat)] + ([1000] if args.quick else [int(s) for s in args.sizes.split(",") if s])
     print(f"\n{'chunks':>8} {'strategy':10} {'cache':6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
           f"   {'(service-side)':24} {'API p50 ms':>10}")
     for size in sorted(set(sizes)):
