@@ -8,6 +8,8 @@ from chalicelib.auth import Principal
 from chalicelib.documents.entries import Entry, entry_url
 from chalicelib.documents.sync import SyncReport
 from chalicelib.documents.uploads import Upload
+from chalicelib.knowledge.jobs import job_view
+from chalicelib.knowledge.sessions import Session
 from chalicelib.retrieval import Passage, SearchResult
 from chalicelib.storage.document_status import STATUSES
 from chalicelib.storage.knowledge_bases import ACCESS_COLUMNS
@@ -204,3 +206,12 @@ def context_view(context) -> dict:
                 "truncated": p.truncated, "toolId": p.tool_id, "knowledgeBaseId": p.knowledge_base_id,
                 "url": p.url}.items() if v is not None} for p in context.passages],
             "context": render(context)}
+
+
+def session_view(session: Session) -> dict:
+    return {"id": session.id, "agentId": session.agent_id, "userId": session.user_id,
+            "knowledgeBaseId": session.knowledge_base_id, "status": session.status,
+            "messageCount": len(session.messages), "messages": list(session.messages),
+            "extraction": job_view(session.job) if session.job else None,
+            "createdAt": _iso(session.created_at), "updatedAt": _iso(session.updated_at),
+            "completedAt": _iso(session.completed_at)}

@@ -89,18 +89,14 @@ class Extraction:
         return [o for o in self.outcomes if o.action == action]
 
 
-def parse_conversation(body: dict) -> Conversation:
-    """The request body: messages [{role, content}], knowledgeBaseId, minConfidence."""
-    from chalicelib.validate import number_field, refuse_unknown, string_field
-
-    refuse_unknown(body, {"messages", "knowledgeBaseId", "minConfidence"},
-                   "is not a field of an extraction; use messages, knowledgeBaseId, minConfidence")
-    raw = body.get("messages")
+def check_messages(raw, *, already: int = 0) -> list[dict]:
+    """A list of {role, content} as a conversation may hold them (`already` messages before
+    them, in a session), checked and as given."""
     if not isinstance(raw, list) or not raw:
         raise Invalid.field("messages", "must be a non-empty list of {role, content}")
-    if len(raw) > limits.EXTRACT_MESSAGES_MAX:
-        raise Invalid.field("messages", f"must hold at most {limits.EXTRACT_MESSAGES_MAX} messages")
-    messages = []
+    if already + len(raw) > limits.EXTRACT_MESSAGES_MAX:
+        raise Invalid.field("messages", f"must hold at most {limits.EXTRACT_MESSAGES_MAX} messages"
+                                        + (f" in all ({already} already)" if already else ""))
     for i, m in enumerate(raw):
         if not isinstance(m, dict) or m.get("role") not in ROLES + ("system", "tool"):
             raise Invalid.field(f"messages[{i}].role", f"must be one of {', '.join(ROLES)}, system, tool")
@@ -110,9 +106,18 @@ def parse_conversation(body: dict) -> Conversation:
         if len(content) > limits.EXTRACT_MESSAGE_MAX_CHARS:
             raise Invalid.field(f"messages[{i}].content",
                                 f"must be at most {limits.EXTRACT_MESSAGE_MAX_CHARS} characters")
-        if content.strip():
-            # What system and tool messages said reaches the model as the user's turn's context.
-            messages.append(Message("assistant" if m["role"] == "assistant" else "user", content))
+    return [{"role": m["role"], "content": m["content"]} for m in raw]
+
+
+def parse_conversation(body: dict) -> Conversation:
+    """The request body: messages [{role, content}], knowledgeBaseId, minConfidence."""
+    from chalicelib.validate import number_field, refuse_unknown, string_field
+
+    refuse_unknown(body, {"messages", "knowledgeBaseId", "minConfidence"},
+                   "is not a field of an extraction; use messages, knowledgeBaseId, minConfidence")
+    # What system and tool messages said reaches the model as the user's turn's context.
+    messages = [Message("assistant" if m["role"] == "assistant" else "user", m["content"])
+                for m in check_messages(body.get("messages")) if m["content"].strip()]
     conversation = Conversation(
         messages=tuple(messages),
         knowledge_base_id=string_field(body, "knowledgeBaseId", required=True, max_length=limits.ID_MAX_CHARS),

@@ -96,6 +96,36 @@ def test_extraction_without_a_model_says_so(api, learner):
     assert answer.status_code == 503 and answer.json()["error"]["code"] == "LLM_NOT_CONFIGURED", answer.text
 
 
+def test_a_session_records_a_conversation_and_without_a_model_stays_open(api, learner, stranger):
+    """Issue 31 item 1: a session is recorded message by message; completing it with
+    extraction needs a model (503, the session kept open), `extract: false` ends it."""
+    kb, agent = learner
+    path = f"/agents/{agent['id']}/sessions"
+    session = _body(api.call("POST", path, {"knowledgeBaseId": kb["id"],
+                                            "messages": [{"role": "user", "content": "When do we deploy?"}]}), 201)
+    assert (session["status"], session["messageCount"], session["extraction"]) == ("OPEN", 1, None)
+    one = f"{path}/{session['id']}"
+    assert _body(api.call("POST", f"{one}/messages", {"role": "assistant", "content": "On Tuesdays."}))["messageCount"] == 2
+    both = [{"role": "user", "content": "Thanks"}, {"role": "tool", "content": "{}"}]
+    assert _body(api.call("POST", f"{one}/messages", {"messages": both}))["messageCount"] == 4
+    bad = api.call("POST", f"{one}/messages", {"messages": [{"role": "robot", "content": "hi"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("messages[0].role"), bad.text
+    answer = api.call("POST", f"{one}/complete", {})
+    assert answer.status_code == 503 and answer.json()["error"]["code"] == "LLM_NOT_CONFIGURED", answer.text
+    assert _body(api.call("GET", one))["status"] == "OPEN"
+    ended = _body(api.call("POST", f"{one}/complete", {"extract": False}))
+    assert (ended["status"], ended["extraction"], ended["messages"][1]) == (
+        "COMPLETED", None, {"role": "assistant", "content": "On Tuesdays."})
+    late = api.call("POST", f"{one}/messages", {"role": "user", "content": "one more"})
+    assert late.status_code == 409 and late.json()["error"]["code"] == "SESSION_COMPLETED", late.text
+    assert stranger.call("GET", one).status_code == 404
+
+
+def _body(response, status=200):
+    assert response.status_code == status, response.text
+    return response.json()["data"]
+
+
 @pytest.mark.parametrize("body, field", [
     ({"knowledgeBaseId": "kb_x"}, "messages"),
     ({"messages": [{"role": "robot", "content": "hi"}], "knowledgeBaseId": "kb_x"}, "messages[0].role"),
@@ -177,3 +207,29 @@ def test_search_with_rerank_over_http(api, learner):
     assert [r["rerankScore"] for r in results] == [1.0, 0.9][:len(results)]
     bad = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {**body, "rerank": "please"})
     assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("rerank")
+
+
+def test_completing_a_session_extracts_what_it_taught_once(api, learner, chat_model):
+    """Issue 31 item 1: completion queues the extraction into the session's knowledge base
+    (202 and the job); completing again answers the same job (200)."""
+    kb, agent = learner
+    path = f"/agents/{agent['id']}/sessions"
+    session = _body(api.call("POST", path, {"messages": [
+        {"role": "user", "content": "Session marker 7431: when is the deploy window?"},
+        {"role": "assistant", "content": "Production deploys happen on Tuesdays after the change review."}]}), 201)
+    one = f"{path}/{session['id']}"
+    answer = api.call("POST", f"{one}/complete", {})
+    assert answer.status_code == 400 and answer.json()["error"]["message"].startswith("knowledgeBaseId"), answer.text
+    answer = api.call("POST", f"{one}/complete", {"knowledgeBaseId": kb["id"]})
+    assert answer.status_code == 202, answer.text
+    job = answer.json()["data"]["extraction"]
+    deadline = time.monotonic() + 90
+    while job["status"] in ("PENDING", "RUNNING") and time.monotonic() < deadline:
+        time.sleep(1)
+        job = api.call("GET", job["statusUrl"]).json()["data"]
+    assert job["status"] == "SUCCEEDED", job
+    counts = job["result"]["counts"]
+    assert counts["created"] + counts["merged"] == 1 and counts["dropped"] == 1, counts
+    assert any("Session marker 7431" in m["content"] for r in chat_model.requests for m in r["messages"])
+    again = _body(api.call("POST", f"{one}/complete", {"knowledgeBaseId": kb["id"]}))
+    assert (again["status"], again["extraction"]["jobId"]) == ("COMPLETED", job["jobId"])
