@@ -122,6 +122,18 @@ def create_entry(principal, kb_id):
     return ok(entry_view(entry), status=201 if entry.created else 200)
 
 
+@blueprint.route("/knowledge-bases/{kb_id}/entries/{entry_id}", methods=["PATCH"])
+@authenticated(blueprint)
+def set_entry_level(principal, kb_id, entry_id):
+    """Promote or demote an entry: {"level"}."""
+    body = json_body(blueprint.current_request)
+    refuse_unknown(body, {"level"}, "cannot be changed; an entry's level can (its text is kept as written)")
+    if "level" not in body:
+        raise Invalid.field("level", f"is required: one of {', '.join(ENTRY_LEVELS)}")
+    level = choice_field(body, "level", ENTRY_LEVELS, "individual")
+    return ok(entry_view(entries.set_entry_level(principal, kb_id, entry_id, level)))
+
+
 @blueprint.route("/knowledge-search", methods=["GET"])
 @authenticated(blueprint)
 def knowledge_search(principal):

@@ -5,11 +5,13 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+import psycopg
+
 from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
 from chalicelib.embeddings import get_provider
-from chalicelib.errors import Forbidden
+from chalicelib.errors import Conflict, Forbidden, NotFound
 from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
@@ -69,6 +71,33 @@ def create_entry(principal: Principal, kb_id: str, *, title: str, content: str, 
     if ENTRY_LEVELS.index(level) > ENTRY_LEVELS.index(widest):
         raise Forbidden(f"a {principal.role} writes entries up to the level {widest}, not {level}")
     return store_entry(principal, kb_id, Knowledge(title=title, content=content, metadata=metadata, level=level))
+
+
+def set_entry_level(principal: Principal, kb_id: str, entry_id: str, level: str) -> Entry:
+    """Promote or demote an entry (issue 31): an admin any entry it may read, to any level;
+    a writer its own entries, up to the level it could post them at."""
+    with connection() as conn, conn.transaction():
+        kb_to_write(conn, principal, kb_id, "change an entry's level")
+        row = documents.readable_entry(conn, principal, kb_id, entry_id)
+        if row is None:
+            raise NotFound.thing("entry", entry_id)
+        if not principal.is_admin:
+            if row["created_by"] != principal.user_id:
+                raise Forbidden("only an admin of the organisation changes the level of another user's entry")
+            widest = widest_entry_level(principal)
+            if ENTRY_LEVELS.index(level) > ENTRY_LEVELS.index(widest):
+                raise Forbidden(f"a {principal.role} gives entries a level up to {widest}, not {level}")
+        if (row["level"] or "individual") == level:
+            return _existing(row)
+        try:
+            with conn.transaction():
+                documents.set_entry_level(conn, entry_id, level)  # the row is locked and readable: it changes
+        except psycopg.errors.UniqueViolation:
+            raise Conflict(f"the level {level} of this knowledge base holds an entry of the same text already",
+                           code="ENTRY_EXISTS") from None
+        audit.write(conn, principal, "set_entry_level", "document", entry_id,
+                    before={"level": row["level"] or "individual"}, after={"level": level})
+    return replace(_existing(row), level=level)
 
 
 def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[dict] = None) -> Entry:

@@ -34,6 +34,20 @@ def get_entry(conn: psycopg.Connection, kb_id: str, entry_id: str, *, for_update
         + (" FOR UPDATE" if for_update else ""), (entry_id, kb_id)).fetchone()
 
 
+def readable_entry(conn: psycopg.Connection, principal, kb_id: str, entry_id: str) -> Optional[dict]:
+    """An entry of this knowledge base the caller may read, locked for a change."""
+    return conn.execute(
+        f"SELECT {ENTRY_COLUMNS} FROM documents d WHERE id = %(id)s AND kb_id = %(kb_id)s AND kind = 'entry'"
+        f" AND {READABLE_DOCUMENT} FOR UPDATE", scope(principal, id=entry_id, kb_id=kb_id)).fetchone()
+
+
+def set_entry_level(conn: psycopg.Connection, entry_id: str, level: str) -> bool:
+    """Through kb_set_entry_level (migration 0022: the entry may leave the caller's sight);
+    the audience follows, to the chunks too. A UniqueViolation when that audience holds the
+    same text already."""
+    return conn.execute("SELECT kb_set_entry_level(%s, %s) AS changed", (entry_id, level)).fetchone()["changed"]
+
+
 def merge_into_entry(conn: psycopg.Connection, entry_id: str, *, provenance: dict, confidence: Optional[float],
                      level: Optional[str]) -> None:
     """Another sighting of an entry's knowledge: its provenance grows, its confidence is

@@ -185,3 +185,37 @@ def test_agent_tools_and_context_answer_the_levels_the_reader_may_read(world, re
     context = api.call("POST", f"/agents/{agent['id']}/context", {"message": QUESTION, "maxTokens": 4000})
     assert context.status_code == 200, context.text
     assert _levels(world, "org", [context.json()["data"]["context"]]) == expected_levels
+
+
+def test_a_writer_widens_its_own_entry_and_an_admin_promotes_or_demotes_what_it_reads(world):
+    """Issue 31 item 3: PATCH .../entries/{id} {"level"}; the readers follow the level at once."""
+    apis, kb = world["apis"], world["kbs"]["org"]
+    marker = f"zp{secrets.token_hex(3)}"
+    text = {"title": f"Valve {marker}", "content": f"The valve at site {marker} opens at 3 bar."}
+    entry = apis["editor"].call("POST", f"/knowledge-bases/{kb}/entries", text).json()["data"]
+    one = f"/knowledge-bases/{kb}/entries/{entry['id']}"
+    doc = f"/knowledge-bases/{kb}/documents/{entry['id']}"
+
+    def readers() -> set[str]:
+        return {who for who in ("writer", "admin", "editor", "viewer") if apis[who].call("GET", doc).status_code == 200}
+
+    assert readers() == {"editor"}
+    assert apis["admin"].call("PATCH", one, {"level": "public"}).status_code == 404  # another's individual entry
+    assert apis["viewer"].call("PATCH", one, {"level": "organisation"}).status_code == 403
+    assert apis["editor"].call("PATCH", one, {"level": "public"}).status_code == 403  # beyond an editor's reach
+    widened = apis["editor"].call("PATCH", one, {"level": "organisation"})
+    assert widened.status_code == 200 and widened.json()["data"]["level"] == "organisation", widened.text
+    assert readers() == {"writer", "admin", "editor", "viewer"}
+    found = apis["viewer"].call("POST", f"/knowledge-bases/{kb}/search", {"query": f"valve {marker}",
+                                                                          "strategy": "keyword"}).json()["data"]
+    assert [r["documentId"] for r in found["results"]] == [entry["id"]]  # its chunks followed
+    assert apis["editor"].call("PATCH", f"/knowledge-bases/{kb}/entries/{entry['id']}",
+                               {"level": "individual", "title": "x"}).status_code == 400
+    assert apis["admin"].call("PATCH", one, {"level": "everyone"}).status_code == 400
+    demoted = apis["admin"].call("PATCH", one, {"level": "individual"})
+    assert demoted.status_code == 200 and readers() == {"editor"}, demoted.text
+    # The same text at organisation level already: widening it again would make two.
+    assert apis["writer"].call("POST", f"/knowledge-bases/{kb}/entries",
+                               {**text, "level": "organisation"}).status_code == 201
+    clash = apis["editor"].call("PATCH", one, {"level": "organisation"})
+    assert clash.status_code == 409 and clash.json()["error"]["code"] == "ENTRY_EXISTS", clash.text
