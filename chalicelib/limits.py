@@ -100,7 +100,8 @@ EXTRACT_TOTAL_MAX_CHARS = 1_000_000  # a conversation, all its messages
 # to poll): one model call over them can outlast API Gateway's 29 seconds.
 EXTRACT_SYNC_MAX_CHARS = 8_000
 EXTRACT_MIN_CONFIDENCE = Range(0.0, 1.0, 0.7)  # items the model is less sure of are dropped
-EXTRACT_MERGE_SIMILARITY = 0.8  # seed 003: an item this close to an entry is merged into it
+EXTRACT_MERGE_SIMILARITY = 0.8  # seed 003: entries this close to an item go to the model to compare
+EXTRACT_MERGE_CANDIDATES = 5  # seed 003: the top 5 of them
 EXTRACT_MAX_ITEMS = 50  # per conversation; more are dropped
 ENTRY_TYPES = ("fact", "procedure", "preference", "decision", "insight", "event", "other")
 

@@ -56,6 +56,8 @@ def document_view(row: dict) -> dict:
         "metadata": row["metadata"], "stepDurationsMs": row["step_durations"],
         "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),
         "processedAt": _iso(row["processed_at"]), "createdBy": row["created_by"], "originalUrl": row["original_url"],
+        # an entry's earlier versions, and the entry a merge folded it into (issue 31)
+        "history": row["history"], "supersededBy": row["superseded_by"],
     }
 
 
@@ -185,13 +187,18 @@ def extraction_view(extraction) -> dict:
     def item(o, *fields):
         view = {"id": o.entry_id, "title": o.item.title, "content": o.item.content, "type": o.item.type,
                 "level": o.item.level, "confidence": o.item.confidence, "similarity": o.similarity,
-                "reason": o.reason}
+                "reason": o.reason, "superseded": list(o.superseded),
+                "decision": ({"result": o.decision.result, "reasoning": o.decision.reasoning}
+                             if o.decision else None)}
         return {k: view[k] for k in fields}
-    created, merged, dropped = (extraction.of(a) for a in ("created", "merged", "dropped"))
+    created, merged, updated, dropped = (extraction.of(a) for a in ("created", "merged", "updated", "dropped"))
     return {"knowledgeBaseId": extraction.knowledge_base_id, "model": extraction.model,
-            "counts": {"created": len(created), "merged": len(merged), "dropped": len(dropped)},
-            "created": [item(o, "id", "title", "type", "level", "confidence") for o in created],
-            "merged": [item(o, "id", "content", "similarity", "confidence") for o in merged],
+            "counts": {"created": len(created), "merged": len(merged), "updated": len(updated),
+                       "dropped": len(dropped)},
+            "created": [item(o, "id", "title", "type", "level", "confidence", "decision") for o in created],
+            "merged": [item(o, "id", "content", "similarity", "confidence", "decision") for o in merged],
+            "updated": [item(o, "id", "title", "similarity", "confidence", "superseded", "decision")
+                        for o in updated],
             "dropped": [item(o, "content", "confidence", "reason") for o in dropped]}
 
 

@@ -3,6 +3,7 @@ An entry's content is stored once per knowledge base: posting it again answers t
 entry that holds it."""
 import hashlib
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Optional
 
 import psycopg
@@ -10,6 +11,7 @@ import psycopg
 from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
+from chalicelib.documents.entry_text import rebuild
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Conflict, Forbidden, NotFound
 from chalicelib.ids import new_id
@@ -17,7 +19,7 @@ from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
 from chalicelib.retrieval import Passage, SearchRequest, search
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import audit, connection, document_status, documents, knowledge_bases
+from chalicelib.storage import audit, connection, document_status, documents, entry_chunks, knowledge_bases
 from chalicelib.storage.filters import SearchFilters
 
 
@@ -130,6 +132,48 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
                  type=item.type, confidence=item.confidence)
+
+
+def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, content: str,
+                  provenance: dict, supersede: tuple[str, ...] = ()) -> Optional[Entry]:
+    """Seed 003's "merged": the entry holds the merged content from now on (re-chunked,
+    re-embedded, re-indexed for keyword search), what it said before kept in its history;
+    the entries in `supersede` leave search, their text kept in the same history. None,
+    with nothing changed, when the entry is gone from the caller's sight or its audience
+    holds the merged text already (the caller records a sighting instead)."""
+    chunks = chunk_document(Extracted(TEXT, [Section(content)]), kb["chunk_tokens"], kb["chunk_overlap"], {})
+    vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
+        [f"{title}\n{c.content}" for c in chunks])
+    chunks = [replace(c, embedding=v, title=title) for c, v in zip(chunks, vectors)]
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        with connection() as conn, conn.transaction():
+            row = documents.readable_entry(conn, principal, kb["id"], entry_id)
+            if row is None or row["superseded_by"]:
+                return None
+            others = [o for o in (documents.readable_entry(conn, principal, kb["id"], i) for i in supersede
+                                  if i != entry_id) if o is not None and not o["superseded_by"]]
+            by_entry: dict[str, list[dict]] = {}
+            for chunk in entry_chunks.of_entries(conn, principal, [kb["id"]], [entry_id, *(o["id"] for o in others)]):
+                by_entry.setdefault(chunk["document_id"], []).append(chunk)
+            history = [{"title": row["title"], "content": rebuild(by_entry.get(entry_id, [])), "replacedAt": now,
+                        "reason": "merged"}]
+            history += [{"title": o["title"], "content": rebuild(by_entry.get(o["id"], [])), "replacedAt": now,
+                         "reason": "superseded", "supersededEntry": o["id"]} for o in others]
+            documents.add_entry_version(conn, entry_id, title=title, history=history, provenance=provenance)
+            chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb["id"], dim=kb["embedding_dim"],
+                                               chunks=chunks, page_count=None, content_hash=content_hash(content))
+            for other in others:
+                documents.supersede_entry(conn, other["id"], entry_id)
+                chunk_rows.replace_document_chunks(conn, doc_id=other["id"], kb_id=kb["id"], dim=kb["embedding_dim"],
+                                                   chunks=[], page_count=None)
+            audit.write(conn, principal, "merge_entries", "document", entry_id,
+                        before={"title": row["title"]}, after={"title": title, "superseded": [o["id"] for o in others]})
+    except psycopg.errors.UniqueViolation:
+        return None
+    return Entry(id=entry_id, knowledge_base_id=kb["id"], title=title, chunks=len(chunks),
+                 tokens=sum(c.token_count for c in chunks), metadata=row["metadata"], created=False,
+                 level=row["level"], type=row["entry_type"], confidence=row["confidence"])
 
 
 def search_entries(principal: Principal, query: str, max_results: int,

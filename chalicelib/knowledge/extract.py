@@ -1,9 +1,12 @@
 """Knowledge from a conversation (seed 003): a language model lists the items worth
 keeping (content, type, level, confidence); items below the confidence threshold are
-dropped, items as close as EXTRACT_MERGE_SIMILARITY to an entry the caller may read are
-merged into it (its provenance grows), the rest become entries of the knowledge base.
-A level is never wider than the caller's role allows. Malformed model output is asked
-for again once, then refused with nothing stored."""
+dropped. For the rest, the entries the caller may read at cosine EXTRACT_MERGE_SIMILARITY
+or more (the top EXTRACT_MERGE_CANDIDATES) go to the model with the item, which decides, as
+seed 003's deduplicateAndStore: `new` (stored as an entry), `existing` (the nearest entry's
+provenance grows: "merged" in the answer's counts) or `merged` (the merged content becomes
+a new version of an entry, the others it names are superseded: "updated"). A level is never
+wider than the caller's role allows. Malformed item lists are asked for again once, then
+refused with nothing stored; a malformed decision counts as `existing`, which loses nothing."""
 import hashlib
 import json
 import logging
@@ -14,12 +17,13 @@ from typing import Optional
 from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
-from chalicelib.documents.entries import Knowledge, store_entry
+from chalicelib.documents.entries import Knowledge, rewrite_entry, store_entry
+from chalicelib.documents.entry_text import rebuild
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import BadUpstream, Invalid, NotFound
 from chalicelib.llm import ChatModel, Message, chat_model
 from chalicelib.retrieval import policy
-from chalicelib.storage import acting_for, agents, chunks, connection, documents
+from chalicelib.storage import acting_for, agents, chunks, connection, documents, entry_chunks
 from chalicelib.storage.filters import SearchFilters
 
 logger = logging.getLogger(__name__)
@@ -37,6 +41,17 @@ Answer with one JSON object and nothing else, in this shape:
                       "public" (general knowledge true for anyone),
              "confidence": a number from 0 to 1: how sure you are that it is true and worth keeping}}]}}
 An empty conversation, or one with nothing worth keeping, is {{"items": []}}."""
+# Seed 003's comparison prompt, its output format kept; the candidates are numbered for to_remove_ids.
+DECIDE_PROMPT = """You compare new knowledge with existing similar knowledge and decide:
+1. Is the new knowledge truly new?
+2. Should it be merged with existing knowledge?
+Answer with one JSON object and nothing else:
+{"result": "new" | "existing" | "merged",
+ "reasoning": "explanation",
+ "merged_content": "combined knowledge (only if result is merged)",
+ "to_remove_ids": [numbers of the existing knowledge the merged content replaces]}
+"new": it says something the existing knowledge does not. "existing": the existing knowledge says it
+already. "merged": one statement should hold both; write it self-contained."""
 RETRY_PROMPT = ("Your answer was not the JSON object asked for ({problem}). Answer again with only the JSON object"
                 ' {{"items": [...]}}, each item with title, content, type, level and confidence.')
 
@@ -71,12 +86,32 @@ class Item:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One item and what became of it: created (a new entry), merged (into entry_id) or dropped."""
+    """One item and what became of it: created (a new entry), merged (a sighting of entry_id:
+    its provenance grew), updated (entry_id rewritten with merged content, `superseded`
+    folded into it) or dropped. `decision`: the model's comparison, when there was one."""
     item: Item
     action: str
     entry_id: Optional[str] = None
     similarity: Optional[float] = None
     reason: Optional[str] = None
+    decision: Optional["Decision"] = None
+    superseded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entry near an item: the caller reads it, at cosine EXTRACT_MERGE_SIMILARITY or more."""
+    entry_id: str
+    similarity: float
+    content: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    result: str  # new | existing | merged
+    reasoning: str
+    merged_content: Optional[str] = None
+    replaces: tuple[str, ...] = ()  # entry ids, the one to rewrite first
 
 
 @dataclass(frozen=True)
@@ -158,29 +193,101 @@ def extract(principal: Principal, agent_id: str, conversation: Conversation,
         if ENTRY_LEVELS.index(item.level) > widest:
             item = Item(item.title, item.content, item.type, ENTRY_LEVELS[widest], item.confidence)
         provenance = {**source, "confidence": item.confidence, "content": item.content}
-        near = _nearest_entry(principal, kb, provider.embed_query(item.content))
-        if near is not None and near[1] >= limits.EXTRACT_MERGE_SIMILARITY:
+        candidates = _similar_entries(principal, kb, provider.embed_query(item.content))
+        decision = _decide(model, item, candidates) if candidates else None
+        if decision is not None and decision.result == "merged":
+            target = decision.replaces[0]
+            updated = rewrite_entry(principal, kb, target, title=item.title, content=decision.merged_content,
+                                    provenance={**provenance, "decision": "merged"}, supersede=decision.replaces[1:])
+            if updated is not None:
+                near = next(c for c in candidates if c.entry_id == target)
+                outcomes.append(Outcome(item, "updated", entry_id=target, similarity=round(near.similarity, 4),
+                                        decision=decision, superseded=decision.replaces[1:]))
+                continue
+            decision = Decision("existing", decision.reasoning + " (the merged text is held already: recorded"
+                                " as a sighting)")
+        if decision is not None and decision.result == "existing":
+            near = candidates[0]
             with connection() as conn:
-                documents.merge_into_entry(conn, near[0], provenance=provenance, confidence=item.confidence,
+                documents.merge_into_entry(conn, near.entry_id, provenance=provenance, confidence=item.confidence,
                                            level=item.level)
-            outcomes.append(Outcome(item, "merged", entry_id=near[0], similarity=round(near[1], 4)))
+            outcomes.append(Outcome(item, "merged", entry_id=near.entry_id, similarity=round(near.similarity, 4),
+                                    decision=decision))
             continue
         entry = store_entry(principal, kb["id"], Knowledge(
             title=item.title, content=item.content, level=item.level, type=item.type,
             confidence=item.confidence, agent_id=agent_id, provenance=provenance,
             metadata={"type": item.type, "level": item.level}), kb=kb)
         outcomes.append(Outcome(item, "created" if entry.created else "merged", entry_id=entry.id,
-                                similarity=None if entry.created else 1.0))
+                                similarity=None if entry.created else 1.0, decision=decision))
     return Extraction(knowledge_base_id=kb["id"], outcomes=tuple(outcomes), model=f"{model.name}:{model.model}")
 
 
-def _nearest_entry(principal: Principal, kb: dict, vector) -> Optional[tuple[str, float]]:
-    """The entry of the knowledge base nearest to vector among those the caller may read."""
+def _similar_entries(principal: Principal, kb: dict, vector) -> list[Candidate]:
+    """The entries the caller may read at cosine EXTRACT_MERGE_SIMILARITY or more to vector,
+    nearest first, at most EXTRACT_MERGE_CANDIDATES, each with its whole text."""
+    wanted = limits.EXTRACT_MERGE_CANDIDATES
     with acting_for(principal.org_id, principal.user_id), connection() as conn:
         rows = chunks.semantic_search(conn, principal, kb_ids=[kb["id"]], dim=kb["embedding_dim"],
-                                      query_vector=vector, top_k=1, ef_search=policy.ef_search_for(1),
+                                      query_vector=vector, top_k=wanted * 3, ef_search=policy.ef_search_for(wanted * 3),
                                       filters=SearchFilters(entries=True))
-    return (rows[0]["document_id"], float(rows[0]["score"])) if rows else None
+        best: dict[str, dict] = {}
+        for row in rows:
+            if float(row["score"]) >= limits.EXTRACT_MERGE_SIMILARITY:
+                best.setdefault(row["document_id"], row)
+        near = list(best.values())[:wanted]
+        texts: dict[str, list[dict]] = {}
+        for chunk in entry_chunks.of_entries(conn, principal, [kb["id"]], [r["document_id"] for r in near]):
+            texts.setdefault(chunk["document_id"], []).append(chunk)
+    return [Candidate(r["document_id"], float(r["score"]), rebuild(texts.get(r["document_id"], []))) for r in near]
+
+
+def _decide(model: ChatModel, item: Item, candidates: list[Candidate]) -> Decision:
+    """The model's comparison of an item with its candidates (seed 003). Malformed: `existing`,
+    which records a sighting of the nearest entry and loses nothing."""
+    existing = "\n---\n".join(f"[{n}] {c.content}" for n, c in enumerate(candidates, 1))
+    ask = [Message("user", f"# New Knowledge\n{item.content}\n\n# Existing Similar Knowledge\n{existing}")]
+    answer = model.complete(DECIDE_PROMPT, ask)
+    try:
+        return parse_decision(answer, candidates)
+    except ValueError as err:
+        logger.warning("malformed merge decision, kept as existing: %s", err)
+        return Decision("existing", f"the model's decision was malformed ({err})")
+
+
+def parse_decision(answer: str, candidates: list[Candidate]) -> Decision:
+    """ValueError names what is wrong. to_remove_ids are the candidates' numbers (1-based, as
+    shown; 0-based answers are read too when unambiguous); merged with none names the nearest."""
+    data = _json(answer)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    result = str(data.get("result") or "").strip().lower()
+    if result not in ("new", "existing", "merged"):
+        raise ValueError('"result" is not one of new, existing, merged')
+    reasoning = str(data.get("reasoning") or "")[:2000]
+    if result != "merged":
+        return Decision(result, reasoning)
+    merged = data.get("merged_content")
+    if not isinstance(merged, str) or not merged.strip():
+        raise ValueError('"merged_content" is not a non-empty string')
+    numbers = data.get("to_remove_ids") or []
+    if not isinstance(numbers, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        raise ValueError('"to_remove_ids" is not a list of numbers')
+    base = 0 if 0 in numbers else 1
+    if any(not 0 <= n - base < len(candidates) for n in numbers):
+        raise ValueError(f'"to_remove_ids" names knowledge beyond the {len(candidates)} shown')
+    replaces = tuple(dict.fromkeys(candidates[n - base].entry_id for n in numbers)) or (candidates[0].entry_id,)
+    return Decision("merged", reasoning, merged.strip()[:limits.ENTRY_CONTENT_MAX_CHARS], replaces)
+
+
+def _json(answer: str):
+    text = answer.strip()
+    if text.startswith("```"):  # a fenced block, as chat models like to answer
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not JSON: {err.msg}") from None
 
 
 def _ask(model: ChatModel, conversation: Conversation) -> tuple[list[Item], list[Outcome]]:
@@ -204,13 +311,7 @@ def _ask(model: ChatModel, conversation: Conversation) -> tuple[list[Item], list
 
 def parse_items(answer: str) -> tuple[list[Item], list[Outcome]]:
     """(the items, those beyond EXTRACT_MAX_ITEMS as dropped). ValueError names what is wrong."""
-    text = answer.strip()
-    if text.startswith("```"):  # a fenced block, as chat models like to answer
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not JSON: {err.msg}") from None
+    data = _json(answer)
     if isinstance(data, list):
         data = {"items": data}
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):

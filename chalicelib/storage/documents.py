@@ -12,11 +12,11 @@ from chalicelib.storage.scope import READABLE_DOCUMENT, scope
 DOC_COLUMNS = """id, kb_id, s3_key, path, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
     step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title,
-    run_attempts, execution_arn, created_by, original_url"""
+    run_attempts, execution_arn, created_by, original_url, superseded_by, history"""
 
 
 ENTRY_COLUMNS = """id, kb_id, title, chunk_count, token_count, metadata, content_hash, level, entry_type,
-    confidence, agent_id, provenance, created_by, created_at"""
+    confidence, agent_id, provenance, created_by, created_at, history, superseded_by"""
 
 
 def entry_by_content(conn: psycopg.Connection, principal, kb_id: str, content_hash: str) -> Optional[dict]:
@@ -46,6 +46,21 @@ def set_entry_level(conn: psycopg.Connection, entry_id: str, level: str) -> bool
     the audience follows, to the chunks too. A UniqueViolation when that audience holds the
     same text already."""
     return conn.execute("SELECT kb_set_entry_level(%s, %s) AS changed", (entry_id, level)).fetchone()["changed"]
+
+
+def add_entry_version(conn: psycopg.Connection, entry_id: str, *, title: str, history: list[dict],
+                      provenance: dict) -> None:
+    """An entry about to hold new content (chunks.replace_document_chunks writes it): its new
+    title, what it said before appended to its history, the sighting to its provenance."""
+    conn.execute("UPDATE documents SET title = %s, history = history || %s::jsonb,"
+                 " provenance = provenance || jsonb_build_array(%s::jsonb), updated_at = now()"
+                 " WHERE id = %s AND kind = 'entry'",
+                 (title, json.dumps(history), json.dumps(provenance), entry_id))
+
+
+def supersede_entry(conn: psycopg.Connection, entry_id: str, by: str) -> None:
+    conn.execute("UPDATE documents SET superseded_by = %s, updated_at = now() WHERE id = %s AND kind = 'entry'",
+                 (by, entry_id))
 
 
 def merge_into_entry(conn: psycopg.Connection, entry_id: str, *, provenance: dict, confidence: Optional[float],

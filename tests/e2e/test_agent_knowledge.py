@@ -146,7 +146,7 @@ def test_extraction_short_and_long(api, learner, chat_model):
     answer = api.call("POST", f"/agents/{agent['id']}/knowledge/extract", {"messages": messages, "knowledgeBaseId": kb["id"]})
     assert answer.status_code == 200, answer.text
     data = answer.json()["data"]
-    assert data["counts"] == {"created": 1, "merged": 0, "dropped": 1} and data["model"] == "openai:gpt-local"
+    assert data["counts"] == {"created": 1, "merged": 0, "updated": 0, "dropped": 1} and data["model"] == "openai:gpt-local"
     entry_id = data["created"][0]["id"]
     # A long conversation: 202, and the job to poll, which merges into what the first made.
     long = messages + [{"role": "user", "content": "Let me paste the whole release log. " + "Release notes. " * 700}]
@@ -159,7 +159,7 @@ def test_extraction_short_and_long(api, learner, chat_model):
         time.sleep(1)
         job = api.call("GET", job["statusUrl"]).json()["data"]
     assert job["status"] == "SUCCEEDED", job
-    assert job["result"]["counts"] == {"created": 0, "merged": 1, "dropped": 1}
+    assert job["result"]["counts"] == {"created": 0, "merged": 1, "updated": 0, "dropped": 1}
     assert job["result"]["merged"][0]["id"] == entry_id
     assert any("Release notes." in m["content"] for r in chat_model.requests for m in r["messages"])
     assert api.call("GET", f"/agents/{agent['id']}/knowledge/extract/job_nothere").status_code == 404

@@ -70,7 +70,8 @@ def _conversation(kb_id, **extra):
 
 def _entries(kb_id) -> dict:
     with connection() as conn:
-        rows = conn.execute("SELECT id, level, entry_type, confidence, provenance, agent_id FROM documents"
+        rows = conn.execute("SELECT id, level, entry_type, confidence, provenance, agent_id, history, superseded_by,"
+                            " chunk_count FROM documents"
                             " WHERE kb_id = %s AND kind = 'entry'", (kb_id,)).fetchall()
     return {r["id"]: r for r in rows}
 
@@ -85,7 +86,7 @@ def test_without_a_model_the_answer_is_llm_not_configured(team, monkeypatch):
 def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, openai_llm):
     server = openai_llm(ITEMS)
     result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
-    assert result["counts"] == {"created": 2, "merged": 1, "dropped": 1}
+    assert result["counts"] == {"created": 2, "merged": 1, "updated": 0, "dropped": 1}
     assert result["merged"][0]["id"] == team["existing"].id and result["merged"][0]["similarity"] >= 0.8
     assert result["dropped"][0]["content"] == "It might rain later today."
     stored = _entries(team["kb"]["id"])
@@ -111,7 +112,7 @@ def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, op
     # The same conversation again: everything merges into what is there.
     openai_llm(ITEMS)
     again = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
-    assert again["counts"] == {"created": 0, "merged": 3, "dropped": 1}
+    assert again["counts"] == {"created": 0, "merged": 3, "updated": 0, "dropped": 1}
     assert len(_entries(team["kb"]["id"])) == 3
 
 
@@ -147,7 +148,9 @@ def test_malformed_output_is_asked_again_once_then_refused_with_nothing_stored(t
     # Malformed once, then right: stored.
     server = openai_llm("not json", "```json\n" + json.dumps(ITEMS) + "\n```")
     result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
-    assert len(server.requests) == 2 and result["counts"]["created"] == 2
+    # Two asks for the items, then one comparison for the deploy item near an entry (the
+    # items again are no decision: it counts as existing, a sighting).
+    assert len(server.requests) == 3 and result["counts"]["created"] == 2 and result["counts"]["merged"] == 1
 
 
 def test_viewers_and_strangers_extract_nothing(team, openai_llm):
@@ -178,7 +181,7 @@ def test_through_bedrock_converse(team, monkeypatch, local_env):
         monkeypatch.setenv("LLM_PROVIDER", "bedrock")
         monkeypatch.setenv("LLM_MODEL", "anthropic.claude-3-haiku-20240307-v1:0")
         result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
-    assert result["counts"] == {"created": 2, "merged": 1, "dropped": 1}
+    assert result["counts"] == {"created": 2, "merged": 1, "updated": 0, "dropped": 1}
     assert result["model"] == "bedrock:anthropic.claude-3-haiku-20240307-v1:0"
     assert server.paths[0].endswith("/converse") and server.requests[0]["system"][0]["text"].startswith("You extract")
 
@@ -193,7 +196,7 @@ def test_a_job_runs_once_and_keeps_its_result(team, openai_llm):
     assert jobs.run({"jobId": job["id"], "orgId": team["editor"].org_id})["status"] == "SUCCEEDED"
     assert jobs.run({"jobId": job["id"], "orgId": team["editor"].org_id})["ran"] is False
     done = jobs.job_view(jobs.get(team["editor"], team["agent"]["id"], job["id"]))
-    assert done["status"] == "SUCCEEDED" and done["result"]["counts"] == {"created": 2, "merged": 1, "dropped": 1}
+    assert done["status"] == "SUCCEEDED" and done["result"]["counts"] == {"created": 2, "merged": 1, "updated": 0, "dropped": 1}
     stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "zed")
     with pytest.raises(Exception) as err:
         jobs.get(stranger, team["agent"]["id"], job["id"])
@@ -215,3 +218,83 @@ def test_a_job_whose_function_ended_without_a_word_is_failed_by_the_sweep(team):
     ended = jobs.job_view(jobs.get(team["editor"], team["agent"]["id"], stalled["id"]))
     assert ended["status"] == "FAILED" and ended["error"]["code"] == "JOB_ENDED"
     assert jobs.get(team["editor"], team["agent"]["id"], fresh["id"])["status"] == "PENDING"  # not yet
+
+
+class DecidingChatServer(OpenAIChatServer):
+    """Answers the extraction with `items`, and each comparison (seed 003's prompt) with what
+    `decide(new_knowledge, existing_texts)` returns."""
+
+    def __init__(self, items: dict, decide):
+        super().__init__([json.dumps(items)])
+        self.decide = decide
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        if not body["messages"][0]["content"].startswith("You compare"):
+            return super().reply(body)
+        asked = body["messages"][-1]["content"]
+        new = asked.split("# New Knowledge\n", 1)[1].split("\n\n# Existing Similar Knowledge", 1)[0]
+        existing = asked.split("# Existing Similar Knowledge\n", 1)[1].split("\n---\n")
+        text = json.dumps(self.decide(new, existing))
+        return 200, {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def test_the_model_decides_new_existing_or_merged_and_a_merge_is_a_new_version(team, monkeypatch):
+    """Issue 31 item 2: near entries (cosine >= 0.8, top 5) go to the model with the seed's
+    prompt; `new` stores the item, `existing` records a sighting, `merged` rewrites an entry
+    (re-embedded, found by keyword search under its new words) and supersedes the others it
+    names, whose text stays in the entry's history while they leave search."""
+    kb, editor = team["kb"], team["editor"]
+    second = entries.create_entry(editor, kb["id"], title="Deploys",
+                                  content="Production deploys happen every Tuesday after the change review is done.",
+                                  metadata={})
+    items = {"items": [
+        {"title": "Deploy day", "content": "Production deploys happen on Tuesdays after the change review.",
+         "type": "procedure", "level": "individual", "confidence": 0.95},
+        {"title": "Deploy freeze",
+         "content": "Production deploys happen every Tuesday after the change review, except during the freeze.",
+         "type": "procedure", "level": "individual", "confidence": 0.9},
+        {"title": "Deploy rollback",
+         "content": "Production deploys happen on Tuesdays after the change review, never during the December"
+                    " freeze; rollbacks take ten minutes.",
+         "type": "procedure", "level": "individual", "confidence": 0.9}]}
+    seen = []
+
+    def decide(new, existing):
+        seen.append((new, existing))
+        if "rollbacks" in new:
+            return {"result": "new", "reasoning": "rollback is another matter"}
+        if "freeze" in new:
+            return {"result": "merged", "reasoning": "one rule", "to_remove_ids": [1, 2],
+                    "merged_content": "Production deploys happen on Tuesdays after the change review,"
+                                      " never during the year-end freeze."}
+        return {"result": "existing", "reasoning": "said already"}
+
+    with DecidingChatServer(items, decide) as server:
+        for name, value in (("LLM_PROVIDER", "openai"), ("LLM_MODEL", "gpt-local"), ("LLM_BASE_URL", server.base_url),
+                            ("LLM_API_KEY", "sk-local")):
+            monkeypatch.setenv(name, value)
+        result = extraction_view(extract(editor, team["agent"]["id"], _conversation(kb["id"])))
+    assert result["counts"] == {"created": 1, "merged": 1, "updated": 1, "dropped": 0}
+    # The first two comparisons saw both near entries, whole; the third, after the merge, one fewer.
+    assert [len(existing) for _, existing in seen] == [2, 2, 1]
+    assert any("change review is done" in text for text in seen[0][1])
+    assert result["merged"][0]["decision"] == {"result": "existing", "reasoning": "said already"}
+    assert result["created"][0]["title"] == "Deploy rollback"
+    updated = result["updated"][0]
+    gone = updated["superseded"][0]
+    assert {updated["id"], gone} == {team["existing"].id, second.id}
+    stored = _entries(kb["id"])
+    assert [h["reason"] for h in stored[updated["id"]]["history"]] == ["merged", "superseded"]
+    assert stored[gone]["superseded_by"] == updated["id"] and stored[gone]["chunk_count"] == 0
+    assert "Tuesday" in stored[updated["id"]]["history"][1]["content"]
+    # Search finds the merged text by its new words, and the superseded entry no longer.
+    from chalicelib.retrieval import SearchRequest, search
+    found = search(editor, SearchRequest(knowledge_base_ids=(kb["id"],), query="year-end", top_k=5,
+                                         strategy="keyword"))
+    assert [p.document_id for p in found.passages] == [updated["id"]]
+    assert "year-end freeze" in found.passages[0].content
+    semantic = search(editor, SearchRequest(knowledge_base_ids=(kb["id"],), query="when do production deploys happen",
+                                            top_k=10, strategy="semantic"))
+    assert gone not in {p.document_id for p in semantic.passages}
