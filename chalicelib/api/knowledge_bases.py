@@ -4,7 +4,8 @@ from chalice import Blueprint
 from chalicelib import knowledge_bases as kbs
 from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
-from chalicelib.api.views import kb_view
+from chalicelib.api.views import kb_view, rebuild_view
+from chalicelib.knowledge_bases import rebuild
 from chalicelib.errors import Invalid
 from chalicelib.validate import int_field, name_and_description_changes, refuse_unknown, string_field
 
@@ -74,3 +75,26 @@ def update_knowledge_base(principal, kb_id):
 def delete_knowledge_base(principal, kb_id):
     kbs.delete_knowledge_base(principal, kb_id)
     return ok({"id": kb_id, "deleted": True})
+
+
+@blueprint.route("/knowledge-bases/{kb_id}/rebuild", methods=["POST"])
+@authenticated(blueprint)
+def rebuild_knowledge_base(principal, kb_id):
+    """Chunk and embed every document again, optionally with new chunk sizes: 202, and the
+    rebuild to follow with GET."""
+    body = json_body(blueprint.current_request)
+    refuse_unknown(body, {"chunking"}, "is not a field of a rebuild; use chunking {chunkTokens, chunkOverlap}")
+    chunking = body.get("chunking") or {}
+    if not isinstance(chunking, dict):
+        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap}")
+    refuse_unknown(chunking, {"chunkTokens", "chunkOverlap"}, "is not a chunk size; use chunkTokens, chunkOverlap",
+                   prefix="chunking.")
+    started = rebuild.start_rebuild(principal, kb_id, chunk_tokens=chunking.get("chunkTokens"),
+                                    chunk_overlap=chunking.get("chunkOverlap"))
+    return ok(rebuild_view(started), status=202)
+
+
+@blueprint.route("/knowledge-bases/{kb_id}/rebuild", methods=["GET"])
+@authenticated(blueprint)
+def knowledge_base_rebuild(principal, kb_id):
+    return ok(rebuild_view(rebuild.get_rebuild(principal, kb_id)))

@@ -222,3 +222,15 @@ def session_view(session: Session) -> dict:
             "extraction": job_view(session.job) if session.job else None,
             "createdAt": _iso(session.created_at), "updatedAt": _iso(session.updated_at),
             "completedAt": _iso(session.completed_at)}
+
+
+def rebuild_view(row: dict) -> dict:
+    """A knowledge base's rebuild: RUNNING until every document it counted has been processed
+    (or failed) since it began; FAILED when handing them out stopped."""
+    settled = row["done"] + row["failed"]
+    status = ("FAILED" if row["error"] else
+              "SUCCEEDED" if row["fanned_out_at"] is not None and settled >= row["total"] else "RUNNING")
+    return {"id": row["id"], "knowledgeBaseId": row["kb_id"], "status": status, "chunking": row["chunking"],
+            "documents": {"total": row["total"], "started": row["started"], "processed": row["done"],
+                          "failed": row["failed"]},
+            "error": row["error"], "createdAt": _iso(row["created_at"]), "fannedOutAt": _iso(row["fanned_out_at"])}

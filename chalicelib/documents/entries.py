@@ -176,6 +176,28 @@ def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, 
                  level=row["level"], type=row["entry_type"], confidence=row["confidence"])
 
 
+def rechunk_entries(kb: dict) -> int:
+    """A rebuild's entries: each one's text (rebuilt from its chunks) chunked with the knowledge
+    base's settings, embedded and switched in. Acts for the whole bucket; returns how many."""
+    from itertools import groupby
+
+    with connection() as conn:
+        rows = entry_chunks.of_knowledge_base(conn, kb["id"])
+    provider = get_provider(kb["embedding_provider"], kb["embedding_model"])
+    done = 0
+    for entry_id, group in groupby(rows, key=lambda r: r["document_id"]):
+        group = list(group)
+        title, text = group[0]["title"], rebuild(group)
+        chunks = chunk_document(Extracted(TEXT, [Section(text)]), kb["chunk_tokens"], kb["chunk_overlap"], {})
+        vectors = provider.embed_documents([f"{title}\n{c.content}" for c in chunks])
+        chunks = [replace(c, embedding=v, title=title) for c, v in zip(chunks, vectors)]
+        with connection() as conn, conn.transaction():
+            chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb["id"], dim=kb["embedding_dim"],
+                                               chunks=chunks, page_count=None)
+        done += 1
+    return done
+
+
 def search_entries(principal: Principal, query: str, max_results: int,
                    min_score: float = limits.KNOWLEDGE_MIN_SCORE.default) -> list[Passage]:
     """The entries the caller may read (their own, their organisation's, public ones:

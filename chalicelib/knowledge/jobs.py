@@ -22,22 +22,38 @@ def start(principal: Principal, agent_id: str, conversation: Conversation) -> di
     """Checks what it can before answering (access, a model configured), then the job."""
     check_access(principal, agent_id, conversation.knowledge_base_id)
     chat_model()
-    function = os.environ.get("EXTRACT_FUNCTION_NAME")
-    if not function:
-        raise Unavailable("long conversations are extracted by the knowledge_extract function, which this"
-                          " deployment does not name (EXTRACT_FUNCTION_NAME)", code="EXTRACTION_UNAVAILABLE")
+    jobs_function()
     with connection() as conn:
         job = job_rows.insert(conn, principal, job_id=new_id("job"), agent_id=agent_id,
                               request=conversation.as_json())
+    try:
+        invoke_later({"jobId": job["id"], "orgId": principal.org_id})
+    except Transient:
+        with connection() as conn:
+            job_rows.finish(conn, job["id"], error={"code": "NOT_STARTED", "message": "the invocation failed"})
+        raise
+    return job
+
+
+def jobs_function() -> str:
+    """The function that runs work after the request answered (app.py knowledge_extract:
+    extractions and knowledge-base rebuilds)."""
+    function = os.environ.get("EXTRACT_FUNCTION_NAME")
+    if not function:
+        raise Unavailable("work after the request is run by the knowledge_extract function, which this"
+                          " deployment does not name (EXTRACT_FUNCTION_NAME)", code="EXTRACTION_UNAVAILABLE")
+    return function
+
+
+def invoke_later(payload: dict) -> None:
+    """An asynchronous invocation of the jobs function; Transient when it could not be made."""
     from chalicelib.aws import client
     try:
-        client("lambda").invoke(FunctionName=function, InvocationType="Event",
-                                Payload=json.dumps({"jobId": job["id"], "orgId": principal.org_id}).encode())
+        client("lambda").invoke(FunctionName=jobs_function(), InvocationType="Event",
+                                Payload=json.dumps(payload).encode())
     except (BotoCoreError, ClientError) as err:
-        with connection() as conn:
-            job_rows.finish(conn, job["id"], error={"code": "NOT_STARTED", "message": type(err).__name__})
-        raise Transient("the extraction could not be started; retry") from None
-    return job
+        logger.warning("could not invoke the jobs function: %s", type(err).__name__)
+        raise Transient("the work could not be started; retry") from None
 
 
 def get(principal: Principal, agent_id: str, job_id: str) -> dict:
@@ -50,7 +66,11 @@ def get(principal: Principal, agent_id: str, job_id: str) -> dict:
 
 def run(event: dict) -> dict:
     """The knowledge_extract function: one job, for the organisation that asked. A job
-    that is not PENDING (a repeated invocation) is left alone. Failures end in the job."""
+    that is not PENDING (a repeated invocation) is left alone. Failures end in the job.
+    A rebuild's fan-out comes the same way (knowledge_bases/rebuild.py)."""
+    if "rebuildId" in event:
+        from chalicelib.knowledge_bases import rebuild
+        return rebuild.run(event)
     org_id, job_id = event.get("orgId"), event.get("jobId")
     if not isinstance(org_id, str) or not isinstance(job_id, str):
         return {"ran": False, "reason": "orgId and jobId are required"}

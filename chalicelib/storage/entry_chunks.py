@@ -16,3 +16,13 @@ def of_entries(conn: psycopg.Connection, principal, kb_ids: list[str], entry_ids
         f"   AND {CURRENT_CHUNK} AND {VISIBLE_KB}"
         f" ORDER BY c.document_id, c.chunk_index",
         scope(principal, kb_ids=list(kb_ids), ids=list(entry_ids))).fetchall()
+
+
+def of_knowledge_base(conn: psycopg.Connection, kb_id: str) -> list[dict]:
+    """Every live entry's current chunks (document_id, title, chunk_index, content, start_char,
+    end_char), by entry and position, unscoped: a rebuild acts for the whole bucket."""
+    return conn.execute(
+        f"SELECT c.document_id, d.title, c.chunk_index, c.content, c.start_char, c.end_char"
+        f"  FROM chunks c JOIN documents d ON d.id = c.document_id"
+        f" WHERE c.kb_id = %(kb_id)s AND d.kind = 'entry' AND d.superseded_by IS NULL AND {CURRENT_CHUNK}"
+        f" ORDER BY c.document_id, c.chunk_index", {"kb_id": kb_id, "kb_ids": [kb_id]}).fetchall()

@@ -32,8 +32,9 @@ KB_STATS = f"""(SELECT json_build_object(
 
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
                           visibility: str, provider: str, model: str, dim: int,
-                          chunk_tokens: int, chunk_overlap: int, access: dict) -> str:
-    """access: ACCESS_COLUMNS' columns → a list of names or None."""
+                          chunk_tokens: int, chunk_overlap: int, access: Optional[dict] = None) -> str:
+    """access: ACCESS_COLUMNS' columns → a list of names or None (None: no lists)."""
+    access = access or {}
     kb_id = new_id("kb")
     conn.execute(
         "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
@@ -157,3 +158,15 @@ def get_for_pipeline(conn: psycopg.Connection, kb_id: str) -> Optional[dict]:
 def all_ids(conn: psycopg.Connection) -> list[str]:
     """Every knowledge base, unscoped (the hourly sync walks them all)."""
     return [r["id"] for r in conn.execute("SELECT id FROM knowledge_bases ORDER BY id").fetchall()]
+
+
+def set_chunking(conn: psycopg.Connection, kb_id: str, chunk_tokens: int, chunk_overlap: int) -> None:
+    """A rebuild's new chunk sizes (access.kb_to_manage said who may)."""
+    conn.execute("UPDATE knowledge_bases SET chunk_tokens = %s, chunk_overlap = %s, updated_at = now() WHERE id = %s",
+                 (chunk_tokens, chunk_overlap, kb_id))
+
+
+def document_count(conn: psycopg.Connection, kb_id: str) -> int:
+    """Its files and live entries (a superseded entry has no chunks to rebuild)."""
+    return conn.execute("SELECT count(*) AS n FROM documents WHERE kb_id = %s AND superseded_by IS NULL",
+                        (kb_id,)).fetchone()["n"]

@@ -123,3 +123,33 @@ def update(session: Session, kb_id: KbId,
 def delete(session: Session, kb_id: KbId, yes: YesOption = False):
     """Delete a knowledge base with its documents."""
     delete_confirmed(session, yes, f"Delete knowledge base {kb_id} and all its documents?", kb_path(kb_id))
+
+
+def render_rebuild(rebuild: dict) -> None:
+    docs, chunking = rebuild["documents"], rebuild["chunking"]
+    output.fields([("rebuild", rebuild["id"]), ("status", rebuild["status"]),
+                   ("chunking", f"{chunking['chunkTokens']} tokens, overlap {chunking['chunkOverlap']}"),
+                   ("documents", f"{docs['processed']} of {docs['total']} processed, {docs['failed']} failed"
+                                 f" ({docs['started']} started)"),
+                   ("error", (rebuild.get("error") or {}).get("message"))])
+
+
+@command(app, "rebuild")
+def rebuild(session: Session, kb_id: KbId,
+            chunk_tokens: Annotated[Optional[int], typer.Option(help="New tokens per chunk.")] = None,
+            chunk_overlap: Annotated[Optional[int], typer.Option(help="New overlap.")] = None,
+            wait: Annotated[bool, typer.Option("--wait", help="Wait until every document is rebuilt.")] = False,
+            timeout: Annotated[float, typer.Option(help="Seconds --wait waits at most.")] = 600):
+    """Chunk and embed every document again (optionally with new chunk sizes); search answers meanwhile."""
+    import time
+
+    chunking = {k: v for k, v in (("chunkTokens", chunk_tokens), ("chunkOverlap", chunk_overlap)) if v is not None}
+    client = session.client()
+    data = client.post(f"{kb_path(kb_id)}/rebuild", {"chunking": chunking} if chunking else {})
+    deadline = time.monotonic() + timeout
+    while wait and data["status"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(1)
+        data = client.get(f"{kb_path(kb_id)}/rebuild")
+    session.emit(data, render_rebuild)
+    if wait and data["status"] != "SUCCEEDED":
+        raise typer.Exit(1)
