@@ -7,7 +7,7 @@ from typing import Optional
 
 import psycopg
 
-from chalicelib import limits
+from chalicelib import freshness, limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
 from chalicelib.embeddings import get_provider
@@ -127,6 +127,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
                                            chunks=chunks, page_count=None)
         audit.write(conn, principal, "create_entry", "document", entry_id,
                     after={"knowledgeBaseId": kb_id, "title": item.title, "level": item.level or "individual"})
+    freshness.bump(kb_id)
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
                  type=item.type, confidence=item.confidence)
