@@ -176,6 +176,20 @@ def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
     assert "query cache unavailable" in caplog.text
 
 
+def test_results_cache_degrades_to_none_when_redis_is_down_or_goes_away(filled_kb, monkeypatch, caplog):
+    from chalicelib import freshness
+
+    principal, kb = filled_kb
+    request = SearchRequest((kb["id"],), "bread at home", 1)
+    assert [search(principal, request)["metadata"]["resultsCached"] for _ in range(2)] == [False, True]
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    freshness.bump(kb["id"])  # a write while Redis is away is logged, not raised
+    answers = [search(principal, request) for _ in range(2)]
+    assert [a["metadata"]["resultsCached"] for a in answers] == [False, False]
+    assert answers[0]["results"][0]["source"] == "cooking.txt"
+    assert "results cache unavailable" in caplog.text and "could not mark" in caplog.text
+
+
 def test_replacing_chunks_swaps_versions_atomically(tenant):
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Versions", description="")
