@@ -19,4 +19,3 @@ def test_search_batch_from_json_lines_and_from_a_json_list(cli, kb, tmp_path):
     assert "Batch lamp" in shown.stdout and "1 of 1 searches answered" in shown.stdout
     (tmp_path / "broken.json").write_text("{not json")
     cli.error("search", "--batch", str(tmp_path / "broken.json"), code="INVALID_OPTION", expect=2)
-    cli.error("search", "a query", "--batch", str(listed), code="INVALID_OPTION", expect=2)
