@@ -3,5 +3,5 @@ from chalicelib.retrieval.model import PRIORITIES, STRATEGIES, Passage, SearchRe
 from chalicelib.retrieval.request import parse_multi_search_request, parse_search_request
 from chalicelib.retrieval.search import search
 
-__all__ = ["PRIORITIES", "STRATEGIES", "Passage", "SearchRequest", "SearchResult", "parse_multi_search_request", "parse_search_request",
-           "search"]
+__all__ = ["PRIORITIES", "STRATEGIES", "Passage", "SearchRequest", "SearchResult", "parse_multi_search_request",
+           "parse_search_request", "search"]
