@@ -97,6 +97,7 @@ def set_entry_level(principal: Principal, kb_id: str, entry_id: str, level: str)
                            code="ENTRY_EXISTS") from None
         audit.write(conn, principal, "set_entry_level", "document", entry_id,
                     before={"level": row["level"] or "individual"}, after={"level": level})
+    freshness.bump(kb_id)  # who may read the entry's passages changed
     return replace(_existing(row), level=level)
 
 

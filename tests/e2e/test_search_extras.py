@@ -112,6 +112,22 @@ def test_results_are_cached_per_user_and_dropped_by_a_write_to_the_knowledge_bas
     assert "priming.txt" in [r["source"] for r in after_store["results"]]
 
 
+def test_a_changed_entry_level_drops_the_cached_answers_of_its_readers(world):
+    kb, ada, ed, entry = world["kb"], world["ada"], world["ed"], world["posted"]["ada"]["entry"]
+    query = f"red lever {secrets.token_hex(3)}"
+    sources = lambda answer: [r["source"] for r in answer["results"]]  # noqa: E731
+    assert "Pump reset" in sources(_search(ed, kb, query))
+    assert _search(ed, kb, query)["metadata"]["resultsCached"] is True
+    path = f"/knowledge-bases/{kb}/entries/{entry}"
+    assert ada.call("PATCH", path, {"level": "individual"}).status_code == 200
+    try:
+        hidden = _search(ed, kb, query)
+        assert hidden["metadata"]["resultsCached"] is False and "Pump reset" not in sources(hidden)
+    finally:
+        assert ada.call("PATCH", path, {"level": "organisation"}).status_code == 200
+    assert "Pump reset" in sources(_search(ed, kb, query))
+
+
 def test_summaries_answer_the_first_sentence_and_the_chunk_gives_the_whole_text(world, stranger):
     kb, ada = world["kb"], world["ada"]
     found = _search(ada, kb, "what happens when the pump lamp stays red", fields=["summary"], topK=2)
