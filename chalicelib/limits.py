@@ -33,6 +33,13 @@ HYBRID_WEIGHT = Range(0.0, 1000.0, 0.5)  # each of hybridWeights; they are scale
 HYBRID_WEIGHTS = (0.5, 0.5)
 DEFAULT_PRIORITY = "similarity"
 RERANK_CANDIDATES = 50  # with rerank, this many of the best candidates go to the reranker
+BATCH_QUERIES_MAX = 20  # POST /search/batch: searches per request, run one after the other
+# A search's answer stays in Redis this long (seed 003's cache), unless a write to one of
+# its knowledge bases comes first (chalicelib/freshness.py).
+RESULTS_CACHE_TTL_SECONDS = 3600
+# fields: ["summary"] answers each passage's first sentences up to this many tokens
+# (seed 003's lazy loading; GET .../chunks/{chunkId} gives the whole text).
+PASSAGE_SUMMARY_TOKENS = 40
 
 # Knowledge-base tools of agents
 TOOL_TOP_K = Range(TOP_K.low, TOP_K.high, 5)

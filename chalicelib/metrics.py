@@ -4,6 +4,9 @@ Beside the service's own, the three seed 004 names (its Prometheus names without
 `compozy_` prefix, seconds as it measures them). Its workspace_id dimension is left out:
 one metric per organisation is a CloudWatch custom metric each, billed monthly; the
 organisation is in the log line the EMF rides on."""
+from dataclasses import dataclass
+from typing import Optional
+
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit, single_metric
 
 METRICS_NAMESPACE = "KnowledgeBaseService"
@@ -16,13 +19,37 @@ def count_lookup(hit: bool, provider: str) -> None:
         metric.add_dimension(name="provider", value=provider)
 
 
-def record_search(strategy: str, took_ms: float) -> None:
-    """Service-side latency of one search, by strategy: SearchLatency (ms), and seed 004's
-    query duration (seconds)."""
-    line = EphemeralMetrics(namespace=METRICS_NAMESPACE)  # both in one EMF line
-    line.add_dimension(name="strategy", value=strategy)
-    line.add_metric(name="SearchLatency", unit=MetricUnit.Milliseconds, value=took_ms)
-    line.add_metric(name="knowledge_query_duration_seconds", unit=MetricUnit.Seconds, value=took_ms / 1000)
+@dataclass(frozen=True)
+class SearchEvent:
+    """Seed 003's retrieval event ("knowledge:searched"). The query travels as a hash only:
+    log lines are kept and read more widely than the knowledge bases they search."""
+    query_hash: str
+    strategy: str
+    result_count: int
+    average_similarity: Optional[float]  # of the passages' cosine to the query; None when none is known
+    took_ms: float
+    results_cached: bool
+    org_id: str
+    knowledge_base_ids: tuple[str, ...]
+
+
+def record_search(event: SearchEvent) -> None:
+    """One structured log line per search: the retrieval event, and its metrics by strategy
+    (EMF): SearchLatency (ms) with seed 004's query duration (seconds), SearchResultCount,
+    SearchResultsCached (1 or 0, so its average is the hit rate) and SearchAverageSimilarity."""
+    line = EphemeralMetrics(namespace=METRICS_NAMESPACE)  # all in one EMF line
+    line.add_dimension(name="strategy", value=event.strategy)
+    line.add_metric(name="SearchLatency", unit=MetricUnit.Milliseconds, value=event.took_ms)
+    line.add_metric(name="knowledge_query_duration_seconds", unit=MetricUnit.Seconds, value=event.took_ms / 1000)
+    line.add_metric(name="SearchResultCount", unit=MetricUnit.Count, value=event.result_count)
+    line.add_metric(name="SearchResultsCached", unit=MetricUnit.Count, value=int(event.results_cached))
+    if event.average_similarity is not None:
+        line.add_metric(name="SearchAverageSimilarity", unit=MetricUnit.NoUnit, value=event.average_similarity)
+    for name, value in (("event", "knowledge:searched"), ("queryHash", event.query_hash),
+                        ("resultCount", event.result_count), ("averageSimilarity", event.average_similarity),
+                        ("durationMs", round(event.took_ms, 1)), ("resultsCached", event.results_cached),
+                        ("organizationId", event.org_id), ("knowledgeBaseIds", list(event.knowledge_base_ids))):
+        line.add_metadata(key=name, value=value)
     line.flush_metrics()
 
 

@@ -4,9 +4,12 @@ from chalice import Blueprint, Response
 
 from chalicelib import limits
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, query_params
-from chalicelib.api.views import bare_view, search_view
+from chalicelib.api.views import bare_view, batch_view, chunk_view, search_view
 from chalicelib.errors import Invalid
-from chalicelib.retrieval import parse_search_request, search
+from chalicelib.retrieval import parse_multi_search_request, parse_search_request, search
+from chalicelib.retrieval.batch import search_batch
+from chalicelib.retrieval.chunks import read_chunk
+from chalicelib.retrieval.request import parse_batch_request
 from chalicelib.retrieval.readable import readable_kb_ids, search_readable
 from chalicelib.validate import int_field, refuse_unknown, string_list
 
@@ -24,15 +27,23 @@ def search_one(principal, kb_id):
 @authenticated(blueprint)
 def search_many(principal):
     body = json_body(blueprint.current_request)
-    kb_ids = body.get("knowledgeBaseIds")
-    if not isinstance(kb_ids, list) or not kb_ids:
-        raise Invalid.field("knowledgeBaseIds", "must be a non-empty list of knowledge base ids")
-    kb_ids = list(dict.fromkeys(string_list(kb_ids, "knowledgeBaseIds")))
-    if len(kb_ids) > limits.KNOWLEDGE_BASES_PER_SEARCH:
-        raise Invalid.field("knowledgeBaseIds", f"at most {limits.KNOWLEDGE_BASES_PER_SEARCH}"
-                                                " knowledge bases per search")
-    request = parse_search_request(kb_ids, body, extra_fields=("knowledgeBaseIds",))
-    return ok(search_view(search(principal, request)))
+    return ok(search_view(search(principal, parse_multi_search_request(body))))
+
+
+@blueprint.route("/search/batch", methods=["POST"])
+@authenticated(blueprint)
+def search_batch_route(principal):
+    """Up to limits.BATCH_QUERIES_MAX searches, each as POST /search takes it; a bad one
+    is an error in its place, not a failed batch."""
+    body = json_body(blueprint.current_request)
+    return ok(batch_view(search_batch(principal, parse_batch_request(body))))
+
+
+@blueprint.route("/knowledge-bases/{kb_id}/chunks/{chunk_id}", methods=["GET"])
+@authenticated(blueprint)
+def get_chunk(principal, kb_id, chunk_id):
+    """Seed 003's lazy loading: the whole text of a passage a search answered in summary."""
+    return ok(chunk_view(read_chunk(principal, kb_id, chunk_id)))
 
 
 @blueprint.route("/knowledge-bases/{kb_id}/query", methods=["GET"])

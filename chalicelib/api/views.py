@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from chalicelib.agents import ToolRun
+from chalicelib.api.http import error_body, status_of
 from chalicelib.auth import Principal
 from chalicelib.documents.entries import Entry, entry_url
 from chalicelib.documents.sync import SyncReport
@@ -11,6 +12,8 @@ from chalicelib.documents.uploads import Upload
 from chalicelib.knowledge.jobs import job_view
 from chalicelib.knowledge.sessions import Session
 from chalicelib.retrieval import Passage, SearchResult
+from chalicelib.retrieval.batch import BatchOutcome
+from chalicelib.retrieval.model import StoredChunk, public_chunk_id
 from chalicelib.storage.document_status import STATUSES
 from chalicelib.storage.knowledge_bases import ACCESS_COLUMNS
 
@@ -90,7 +93,9 @@ def entry_hit_view(passage: Passage) -> dict:
 
 def passage_view(passage: Passage, debug: bool = False) -> dict:
     view = {
-        "rank": passage.rank, "content": passage.content, "source": passage.source, "path": passage.path,
+        "rank": passage.rank, "chunkId": public_chunk_id(passage.chunk_id),
+        ("summary" if passage.summarised else "content"): passage.content, "source": passage.source,
+        "path": passage.path,
         "documentId": passage.document_id, "knowledgeBaseId": passage.knowledge_base_id,
         "chunkIndex": passage.chunk_index, "page": passage.page, "headers": passage.headers,
         "section": passage.section,
@@ -114,8 +119,26 @@ def search_view(result: SearchResult) -> dict:
         "results": [passage_view(p, result.debug) for p in result.passages],
         "summary": result.summary,
         "metadata": {"totalTokensUsed": result.tokens_used, "omittedCount": result.omitted,
-                     "cached": result.cached, "strategy": result.strategy, "tookMs": result.took_ms},
+                     "cached": result.cached, "resultsCached": result.results_cached, "strategy": result.strategy,
+                     "tookMs": result.took_ms},
     }
+
+
+def batch_view(outcomes: list[BatchOutcome]) -> dict:
+    """Each query's answer in its place: the single search's, or its own error and status."""
+    items = [{"index": i, "success": True, "data": search_view(o.result)} if o.result is not None else
+             {"index": i, "success": False, "status": status_of(o.error), "error": error_body(o.error)}
+             for i, o in enumerate(outcomes)]
+    failed = sum(not item["success"] for item in items)
+    return {"results": items, "metadata": {"queryCount": len(items), "succeeded": len(items) - failed,
+                                           "failed": failed}}
+
+
+def chunk_view(chunk: StoredChunk) -> dict:
+    return {"chunkId": public_chunk_id(chunk.chunk_id), "knowledgeBaseId": chunk.knowledge_base_id,
+            "documentId": chunk.document_id, "content": chunk.content, "source": chunk.source, "path": chunk.path,
+            "chunkIndex": chunk.chunk_index, "page": chunk.page, "headers": chunk.headers, "section": chunk.section,
+            "metadata": chunk.metadata, "tokens": chunk.tokens}
 
 
 def bare_view(passages) -> list[dict]:

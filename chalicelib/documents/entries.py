@@ -8,7 +8,7 @@ from typing import Optional
 
 import psycopg
 
-from chalicelib import limits
+from chalicelib import freshness, limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
 from chalicelib.documents.entry_text import rebuild
@@ -99,6 +99,7 @@ def set_entry_level(principal: Principal, kb_id: str, entry_id: str, level: str)
                            code="ENTRY_EXISTS") from None
         audit.write(conn, principal, "set_entry_level", "document", entry_id,
                     before={"level": row["level"] or "individual"}, after={"level": level})
+    freshness.bump(kb_id)  # who may read the entry's passages changed
     return replace(_existing(row), level=level)
 
 
@@ -129,6 +130,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
                                            chunks=chunks, page_count=None)
         audit.write(conn, principal, "create_entry", "document", entry_id,
                     after={"knowledgeBaseId": kb_id, "title": item.title, "level": item.level or "individual"})
+    freshness.bump(kb_id)
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
                  type=item.type, confidence=item.confidence)
@@ -171,6 +173,7 @@ def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, 
                         before={"title": row["title"]}, after={"title": title, "superseded": [o["id"] for o in others]})
     except psycopg.errors.UniqueViolation:
         return None
+    freshness.bump(kb["id"])
     return Entry(id=entry_id, knowledge_base_id=kb["id"], title=title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=row["metadata"], created=False,
                  level=row["level"], type=row["entry_type"], confidence=row["confidence"])
@@ -195,6 +198,8 @@ def rechunk_entries(kb: dict) -> int:
             chunk_rows.replace_document_chunks(conn, doc_id=entry_id, kb_id=kb["id"], dim=kb["embedding_dim"],
                                                chunks=chunks, page_count=None)
         done += 1
+    if done:
+        freshness.bump(kb["id"])
     return done
 
 

@@ -3,6 +3,7 @@ the caller through its knowledge base. Returns storage rows."""
 from dataclasses import replace
 from typing import Optional
 
+from chalicelib import freshness
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_read, kb_to_write
 from chalicelib.aws import client
@@ -50,6 +51,7 @@ def delete_document(principal: Principal, kb_id: str, doc_id: str) -> None:
         audit.write(conn, principal, "delete_document", "document", doc_id,
                     before={"knowledgeBaseId": kb_id, "path": doc["path"], "filename": doc["filename"],
                             "kind": doc["kind"]})
+    freshness.bump(kb_id)
     if doc["kind"] == "file":
         client("s3").delete_objects(Bucket=load_settings().bucket, Delete={"Quiet": True, "Objects": [
             {"Key": doc["s3_key"]}, {"Key": doc["s3_key"] + SIDECAR_SUFFIX}]})

@@ -6,6 +6,7 @@ cheap: the same bytes are not embedded again."""
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from chalicelib import freshness
 from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.documents.runs import restart_run, start_ingestion
@@ -76,6 +77,8 @@ def sync_knowledge_base(kb_id: str) -> SyncReport:
         if key not in objects and _removable(doc, now):
             with connection() as conn:
                 removed += documents.delete_unchanged(conn, doc["id"], doc["updated_at"])
+    if removed:
+        freshness.bump(kb_id)
     with connection() as conn:
         failed = sum(d["status"] == FAILED for d in documents.files_in(conn, kb_id))
     return SyncReport(kb_id, added, changed, removed, unchanged, failed)

@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from chalicelib import freshness
 from chalicelib.documents.runs import restart_for_sidecar, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, decoded_key, exists, parse_document_key
 from chalicelib.errors import Invalid, Transient
@@ -121,4 +122,7 @@ def _delete_by_key(bucket: str, kb_id: str, key: str) -> int:
     if exists(bucket, key):
         return 0
     with connection() as conn:
-        return documents.delete_by_key(conn, kb_id, key)
+        deleted = documents.delete_by_key(conn, kb_id, key)
+    if deleted:
+        freshness.bump(kb_id)
+    return deleted

@@ -16,7 +16,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from chalicelib import limits, metrics
+from chalicelib import freshness, limits, metrics
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
@@ -123,7 +123,8 @@ def extract_step(event: dict) -> dict:
                     logger.info("a newer run owns the document; this one stops")
                     return replace(state, outcome=UNCHANGED, superseded=True).to_json()
                 if doc["indexed_hash"] == content_hash:
-                    document_status.mark_unchanged(conn, state.document_id, state.run_id, metadata)
+                    if document_status.mark_unchanged(conn, state.document_id, state.run_id, metadata):
+                        freshness.bump(state.kb_id)  # the chunks' metadata may have changed
                     return replace(state, outcome=UNCHANGED).to_json()
                 document_status.mark_processing(conn, state.document_id, state.run_id, content_hash=content_hash,
                                                 size_bytes=len(data), metadata=metadata)
@@ -218,6 +219,8 @@ def store_step(event: dict) -> dict:
         with connection() as conn:
             kb = _knowledge_base(conn, state.kb_id)
             stored = _store_in_batches(conn, state, kb)
+    if stored:
+        freshness.bump(state.kb_id)
     if not stored:
         logger.info("a newer run owns the document; its chunks were left alone")
     return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
@@ -255,7 +258,9 @@ def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
             conn, doc_id=state.document_id, kb_id=state.kb_id, dim=kb["embedding_dim"],
             chunks=chunks, page_count=state.page_count, run_id=state.run_id,
             content_hash=state.content_hash)
-    if not stored:
+    if stored:
+        freshness.bump(state.kb_id)
+    else:
         logger.info("a newer run owns the document; its chunks were left alone")
     return stored
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional
 
-from chalicelib import limits
+from chalicelib import freshness, limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
 from chalicelib.documents.entries import Knowledge, rewrite_entry, store_entry
@@ -211,6 +211,7 @@ def extract(principal: Principal, agent_id: str, conversation: Conversation,
             with connection() as conn:
                 documents.merge_into_entry(conn, near.entry_id, provenance=provenance, confidence=item.confidence,
                                            level=item.level)
+            freshness.bump(kb["id"])  # a merge may widen the entry's level, and so who finds it
             outcomes.append(Outcome(item, "merged", entry_id=near.entry_id, similarity=round(near.similarity, 4),
                                     decision=decision))
             continue

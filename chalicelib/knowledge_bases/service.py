@@ -8,7 +8,7 @@ from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_manage, require_writer
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
-from chalicelib import limits
+from chalicelib import freshness, limits
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.chunk import validate_sizes
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
@@ -112,6 +112,7 @@ def update_knowledge_base(principal: Principal, kb_id: str, changes: dict) -> di
             if changed:
                 audit.write(conn, principal, "update_knowledge_base", "knowledge_base", kb_id,
                             before={k: before[k] for k in changed}, after={k: changes[k] for k in changed})
+        freshness.bump(kb_id)  # its name is in every answer; its access lists decide who reads
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 
@@ -123,4 +124,5 @@ def delete_knowledge_base(principal: Principal, kb_id: str) -> None:
         knowledge_bases.delete(conn, principal, kb_id)
         audit.write(conn, principal, "delete_knowledge_base", "knowledge_base", kb_id,
                     before={"name": kb["name"], "visibility": kb["visibility"], "ownerId": kb["owner_id"]})
+    freshness.bump(kb_id)
     delete_prefix(load_settings().bucket, knowledge_base_prefix(kb_id))

@@ -28,6 +28,12 @@ def cut_to_tokens(text: str, budget: int) -> str:
     return best or _cut_at_word(text, budget)
 
 
+def summarise(text: str, budget: int) -> str:
+    """Seed 003's summary of a passage, extractive: the whole text when it fits the
+    budget, else its first sentences (or words) within it."""
+    return text if count_tokens(text) <= budget else cut_to_tokens(text, budget)
+
+
 def _cut_at_word(text: str, budget: int) -> str:
     ends = [m.end() for m in _WORD.finditer(text)]
     fits = lambda n: count_tokens(_with_ellipsis(text, ends[n - 1])) <= budget  # noqa: E731

@@ -8,6 +8,26 @@ from chalicelib.storage.filters import SearchFilters
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
 PRIORITIES = ("similarity", "recency", "balanced")
+# What a passage answers: its whole text, or its first sentences (limits.PASSAGE_SUMMARY_TOKENS).
+FIELD_CHOICES = (("content",), ("summary",))
+
+
+CHUNK_ID_PREFIX = "chunk_"
+
+
+def public_chunk_id(row_id: int) -> str:
+    return f"{CHUNK_ID_PREFIX}{row_id}"
+
+
+def chunk_row_id(public_id: str) -> Optional[int]:
+    """The row of a public chunk id; None when it is not one (a 404, as an absent chunk)."""
+    digits = public_id[len(CHUNK_ID_PREFIX):] if public_id.startswith(CHUNK_ID_PREFIX) else ""
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 18 else None
+
+
+def section_of(headers: list) -> Optional[str]:
+    """The heading trail a chunk sits under, "Install > Debian"; None outside any heading."""
+    return " > ".join(h for h in headers if h) or None
 
 
 @dataclass(frozen=True)
@@ -24,6 +44,11 @@ class SearchRequest:
     hybrid_weights: tuple[float, float] = limits.HYBRID_WEIGHTS  # (semantic, keyword), summing to 1
     fusion: str = "score"  # or "rank": not in the API, the benchmark compares the two
     rerank: bool = False  # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py)
+    fields: tuple[str, ...] = ("content",)  # one of FIELD_CHOICES
+
+    @property
+    def summaries(self) -> bool:
+        return self.fields == ("summary",)
 
     @property
     def knowledge_base_id(self) -> str:
@@ -54,11 +79,12 @@ class Passage:
     truncated: bool
     scores: Scores
     rerank_score: Optional[float] = None  # the reranker's relevance, when the search reranked
+    chunk_id: int = 0  # the chunk's row (GET .../chunks/chunk_{id}); 0 only in hand-made passages
+    summarised: bool = False  # content holds the passage's first sentences, not all of it
 
     @property
     def section(self) -> Optional[str]:
-        """The heading trail the passage sits under, "Install > Debian"; None outside any heading."""
-        return " > ".join(h for h in self.headers if h) or None
+        return section_of(self.headers)
 
 
 @dataclass(frozen=True)
@@ -74,7 +100,28 @@ class SearchResult:
     strategy: str
     took_ms: int
     debug: bool = False
+    results_cached: bool = False  # answered from the results cache (retrieval/results_cache.py)
 
     @property
     def knowledge_base_name(self) -> str:
         return ", ".join(self.knowledge_base_names)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as GET /knowledge-bases/{kbId}/chunks/{chunkId} answers it: the whole text."""
+    chunk_id: int
+    knowledge_base_id: str
+    document_id: str
+    content: str
+    source: str
+    path: Optional[str]
+    chunk_index: int
+    page: Optional[int]
+    headers: list
+    metadata: dict
+    tokens: int
+
+    @property
+    def section(self) -> Optional[str]:
+        return section_of(self.headers)

@@ -1,17 +1,17 @@
 """A search request from its JSON (the HTTP body, the kb_search payload, a tool's
 arguments), checked against chalicelib.limits. Errors name the public field."""
-from typing import Optional
+from typing import Optional, Union
 
 from chalicelib import limits
 from chalicelib.errors import Invalid
-from chalicelib.retrieval.model import PRIORITIES, STRATEGIES, SearchRequest
+from chalicelib.retrieval.model import FIELD_CHOICES, PRIORITIES, STRATEGIES, SearchRequest
 from chalicelib.storage.filters import COMPARISONS, GROUPS, NUMERIC, Condition, Expression, Group, SearchFilters
 from chalicelib.validate import (bool_field, camel_case, choice_field, int_field, number_field,
                                  refuse_unknown, string_field, string_list)
 
-FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata")
+FILTER_FIELDS = ("filename", "tags", "documentIds", "metadata", "userId")
 SEARCH_FIELDS = ("query", "topK", "minScore", "strategy", "hybridWeights", "filters", "filter", "maxTokens",
-                 "prioritizeBy", "debug", "rerank")
+                 "prioritizeBy", "debug", "rerank", "fields")
 
 
 def refuse_unknown_fields(body: dict, allowed: tuple[str, ...]) -> None:
@@ -111,7 +111,19 @@ def parse_filters(value, expression=None) -> SearchFilters:
         tags=tuple(string_list(value["tags"], "filters.tags")) if value.get("tags") is not None else (),
         document_ids=(tuple(string_list(value["documentIds"], "filters.documentIds"))
                       if value.get("documentIds") is not None else ()),
-        metadata=metadata or {}, expression=parsed)
+        metadata=metadata or {}, expression=parsed,
+        user_id=(string_field(value, "userId", required=True, max_length=limits.ID_MAX_CHARS, label="filters.userId")
+                 if value.get("userId") is not None else None))
+
+
+def parse_fields(value) -> tuple[str, ...]:
+    """["content"] (the default: each passage's whole text) or ["summary"]."""
+    if value is None:
+        return FIELD_CHOICES[0]
+    if not isinstance(value, list) or tuple(value) not in FIELD_CHOICES:
+        raise Invalid.field("fields", 'must be ["summary"] (a short summary and the chunkId of each passage)'
+                                      ' or ["content"] (the whole passage, the default)')
+    return tuple(value)
 
 
 def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Optional[int] = None,
@@ -133,4 +145,39 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),
         debug=bool_field(body, "debug"),
         rerank=bool_field(body, "rerank"),
+        fields=parse_fields(body.get("fields")),
     )
+
+
+def parse_multi_search_request(body: dict) -> SearchRequest:
+    """POST /search's body and each query of POST /search/batch: knowledgeBaseIds beside
+    the search fields."""
+    kb_ids = body.get("knowledgeBaseIds")
+    if not isinstance(kb_ids, list) or not kb_ids:
+        raise Invalid.field("knowledgeBaseIds", "must be a non-empty list of knowledge base ids")
+    kb_ids = list(dict.fromkeys(string_list(kb_ids, "knowledgeBaseIds")))
+    if len(kb_ids) > limits.KNOWLEDGE_BASES_PER_SEARCH:
+        raise Invalid.field("knowledgeBaseIds", f"at most {limits.KNOWLEDGE_BASES_PER_SEARCH}"
+                                                " knowledge bases per search")
+    return parse_search_request(kb_ids, body, extra_fields=("knowledgeBaseIds",))
+
+
+BATCH_FIELDS = ("queries",)
+
+
+def parse_batch_request(body: dict) -> list[Union[SearchRequest, Invalid]]:
+    """POST /search/batch: {"queries": [each as POST /search takes it, ...]}. A malformed
+    envelope raises; a malformed query is its own Invalid, in its place, for its own answer."""
+    refuse_unknown(body, BATCH_FIELDS, "is not a batch field; use queries (each query names its knowledgeBaseIds)")
+    queries = body.get("queries")
+    if not isinstance(queries, list) or not 0 < len(queries) <= limits.BATCH_QUERIES_MAX:
+        raise Invalid.field("queries", f"must be a list of 1 to {limits.BATCH_QUERIES_MAX} searches")
+    parsed: list[Union[SearchRequest, Invalid]] = []
+    for i, query in enumerate(queries):
+        try:
+            if not isinstance(query, dict):
+                raise Invalid.field(f"queries[{i}]", "must be an object {knowledgeBaseIds, query, ...}")
+            parsed.append(parse_multi_search_request(query))
+        except Invalid as err:
+            parsed.append(err)
+    return parsed

@@ -15,9 +15,11 @@ among the others, not how well it answers; a threshold on it dropped the right p
 only the meaning matched, below the 0.7 a quick-added tool used to apply).
 """
 import functools
+import hashlib
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Optional
 
@@ -25,9 +27,9 @@ from chalicelib import limits, metrics
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import policy, rerank
+from chalicelib.retrieval import policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
-from chalicelib.retrieval.context import pack
+from chalicelib.retrieval.context import pack, summarise
 from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult
 from chalicelib.storage import acting_for, chunks, connection, db, knowledge_bases, terms
 from chalicelib.storage.db import shared_snapshot
@@ -39,13 +41,31 @@ _BESIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="beside")
 
 
 def search(principal: Principal, request: SearchRequest) -> SearchResult:
-    """Raises NotFound naming the first knowledge base the caller cannot see."""
+    """Raises NotFound naming the first knowledge base the caller cannot see. The caller's
+    view of the knowledge bases is checked before the results cache is read, so a knowledge
+    base it may no longer see is a 404 even while an answer about it is cached."""
     started = time.monotonic()
     with connection() as conn:
         kbs = knowledge_bases.visible_by_ids(conn, principal, list(request.knowledge_base_ids))
     missing = set(request.knowledge_base_ids) - {kb["id"] for kb in kbs}
     if missing:
         raise NotFound.thing("knowledge base", sorted(missing)[0])
+    key = results_cache.cache_key(principal, request)
+    result = results_cache.cached_result(key)
+    if result is None:
+        result = _search(principal, request, kbs)
+        results_cache.store_result(key, result)
+    took_ms = (time.monotonic() - started) * 1000
+    result = replace(result, took_ms=int(took_ms))
+    metrics.record_search(metrics.SearchEvent(
+        query_hash=hashlib.sha256(request.query.encode("utf-8")).hexdigest()[:16], strategy=request.strategy,
+        result_count=len(result.passages), average_similarity=_average_similarity(result.passages),
+        took_ms=took_ms, results_cached=result.results_cached, org_id=principal.org_id,
+        knowledge_base_ids=request.knowledge_base_ids))
+    return result
+
+
+def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> SearchResult:
     candidates, cached = [], True
     # Knowledge bases with the same model share one query embedding and one SQL query.
     groups: dict[tuple, list[dict]] = {}
@@ -62,17 +82,24 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
         candidates = rerank.rerank(request.query, candidates, request.top_k)
     candidates = candidates[: request.top_k]
     ordered = _prioritise(candidates, request.prioritize_by)
+    if request.summaries:  # the budget then holds the summaries, not the passages they stand for
+        ordered = [{**r, "content": summarise(r["content"], limits.PASSAGE_SUMMARY_TOKENS), "token_count": None}
+                   for r in ordered]
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
-    passages = tuple(_passage(i + 1, r) for i, r in enumerate(kept))
-    took_ms = (time.monotonic() - started) * 1000
-    metrics.record_search(request.strategy, took_ms)
+    passages = tuple(replace(_passage(i + 1, r), summarised=request.summaries) for i, r in enumerate(kept))
     return SearchResult(
         query=request.query, knowledge_base_ids=request.knowledge_base_ids,
         knowledge_base_names=tuple(names[k] for k in request.knowledge_base_ids),
         passages=passages, summary=_summary(passages, used, omitted), tokens_used=used, omitted=omitted,
         cached=cached if request.strategy != "keyword" else False, strategy=request.strategy,
-        took_ms=int(took_ms), debug=request.debug)
+        took_ms=0, debug=request.debug)
+
+
+def _average_similarity(passages: tuple[Passage, ...]) -> Optional[float]:
+    """Seed 003's average similarity: of the passages' cosine to the query where known."""
+    cosines = [p.scores.vector for p in passages if p.scores.vector is not None]
+    return round(sum(cosines) / len(cosines), 6) if cosines else None
 
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
@@ -250,7 +277,7 @@ def _passage(rank: int, row: dict) -> Passage:
         metadata=row["metadata"], tokens=row["tokens"], truncated=row["truncated"],
         scores=Scores(*(round(row[k], 6) if row[k] is not None else None
                         for k in ("vectorScore", "keywordScore", "fusedScore"))),
-        rerank_score=row.get("rerankScore"))
+        rerank_score=row.get("rerankScore"), chunk_id=row["chunk_id"])
 
 
 def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:

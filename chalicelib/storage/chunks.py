@@ -68,6 +68,18 @@ RESULT_COLUMNS = """c.id AS chunk_id, c.kb_id, c.content, c.chunk_index, c.page,
     coalesce(d.processed_at, d.updated_at) AS indexed_at"""
 
 
+def get_readable(conn: psycopg.Connection, principal, kb_id: str, chunk_id: int) -> Optional[dict]:
+    """One chunk of the knowledge base's current version, if the caller may read it."""
+    return conn.execute(
+        f"""SELECT {RESULT_COLUMNS}
+              FROM chunks c
+              JOIN documents d ON d.id = c.document_id
+              JOIN knowledge_bases kb ON kb.id = c.kb_id
+             WHERE c.id = %(chunk_id)s AND c.kb_id = %(kb_id)s AND {VISIBLE_KB} AND {READABLE_CHUNK}
+               AND {chunk_versions.CURRENT_CHUNK}""",
+        scope(principal, kb_id=kb_id, kb_ids=[kb_id], chunk_id=chunk_id)).fetchone()
+
+
 def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], dim: int,
                     query_vector: Sequence[float], top_k: int, ef_search: int,
                     filters: SearchFilters = SearchFilters(), exact: bool = False) -> list[dict]:

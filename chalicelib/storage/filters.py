@@ -37,6 +37,7 @@ class SearchFilters:
     document_ids: tuple[str, ...] = ()
     metadata: dict = field(default_factory=dict)  # attribute values the chunk must contain
     expression: Optional[Expression] = None  # the `filter` field, in Bedrock's shape
+    user_id: Optional[str] = None  # the document's uploader or the entry's writer (documents.created_by)
     entries: bool = False  # internal: only the entries the caller may read (scope.VISIBLE_ENTRY)
 
 
@@ -51,6 +52,10 @@ def filter_sql(filters: SearchFilters, params: dict) -> str:
         params["f_filename"] = _like_pattern(filters.filename)
         clauses.append("c.document_id IN (SELECT f.id FROM documents f WHERE f.kb_id = ANY(%(kb_ids)s)"
                        " AND f.filename LIKE %(f_filename)s)")
+    if filters.user_id is not None:
+        params["f_user"] = filters.user_id
+        clauses.append("c.document_id IN (SELECT u.id FROM documents u WHERE u.kb_id = ANY(%(kb_ids)s)"
+                       " AND u.created_by = %(f_user)s)")
     if filters.document_ids:
         params["f_documents"] = list(filters.document_ids)
         clauses.append("c.document_id = ANY(%(f_documents)s)")

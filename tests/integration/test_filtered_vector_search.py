@@ -1,6 +1,8 @@
 """A semantic search is complete from the HNSW index (pgvector 0.8's iterative scan): the
 index serves every knowledge base of a dimension, and the nearest ef_search chunks may all
 be another knowledge base's (or fail a filter)."""
+from dataclasses import replace
+
 import numpy as np
 import psycopg
 import pytest
@@ -113,6 +115,6 @@ def test_a_small_knowledge_base_is_sorted_exactly_and_a_larger_one_searched_thro
     assert [s for s in seen if ") + 0" in s] and not [s for s in seen if "enable_sort" in s]
     seen.clear()
     monkeypatch.setattr(policy, "VECTOR_EXACT_MAX", 2)
-    graph = search(principal, request)
+    graph = search(principal, replace(request, debug=True))  # debug: past the results cache
     assert [s for s in seen if "enable_sort = off" in s] and not [s for s in seen if ") + 0" in s]
     assert [p.document_id for p in graph.passages] == [p.document_id for p in exact.passages]

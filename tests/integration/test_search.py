@@ -157,10 +157,14 @@ def test_every_search_emits_its_latency_and_cache_metrics_as_emf(filled_kb, caps
     assert emitted[2] == ("SearchLatency", "semantic")
     assert all(line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "KnowledgeBaseService" for line in lines)
     assert all(ms >= 0 for ms in lines[0]["SearchLatency"])
-    # Seed 004's query duration rides on the same line, in seconds.
+    # Seed 004's query duration and seed 003's retrieval event ride on the same line.
     assert [m["Name"] for m in lines[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]] == [
-        "SearchLatency", "knowledge_query_duration_seconds"]
+        "SearchLatency", "knowledge_query_duration_seconds", "SearchResultCount", "SearchResultsCached"]
+    # Keyword search knows no cosine unless minScore asks for one; semantic search does.
+    assert "SearchAverageSimilarity" not in lines[0] and 0 < lines[2]["SearchAverageSimilarity"][0] <= 1
     assert lines[0]["knowledge_query_duration_seconds"] == [ms / 1000 for ms in lines[0]["SearchLatency"]]
+    assert lines[0]["event"] == "knowledge:searched" and lines[0]["resultCount"] == 1
+    assert "telescope" not in json.dumps(lines[0]) and len(lines[0]["queryHash"]) == 16
 
 
 def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
@@ -170,6 +174,20 @@ def test_search_answers_without_redis(filled_kb, monkeypatch, caplog):
     assert answer["results"][0]["source"] == "cooking.txt"
     assert answer["metadata"]["cached"] is False
     assert "query cache unavailable" in caplog.text
+
+
+def test_results_cache_degrades_to_none_when_redis_is_down_or_goes_away(filled_kb, monkeypatch, caplog):
+    from chalicelib import freshness
+
+    principal, kb = filled_kb
+    request = SearchRequest((kb["id"],), "bread at home", 1)
+    assert [search(principal, request)["metadata"]["resultsCached"] for _ in range(2)] == [False, True]
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    freshness.bump(kb["id"])  # a write while Redis is away is logged, not raised
+    answers = [search(principal, request) for _ in range(2)]
+    assert [a["metadata"]["resultsCached"] for a in answers] == [False, False]
+    assert answers[0]["results"][0]["source"] == "cooking.txt"
+    assert "results cache unavailable" in caplog.text and "could not mark" in caplog.text
 
 
 def test_replacing_chunks_swaps_versions_atomically(tenant):
