@@ -20,6 +20,7 @@ app.add_typer(entries.app)
 app.add_typer(keys.app)
 command(app, "search")(search.search)
 command(app, "sync")(docs.sync)
+command(app, "sync-folder")(docs.sync_folder)
 apply.register(app)
 
 

@@ -34,7 +34,8 @@ OUTAGE_SECONDS = 120
 # What registering a file did (the API's answer), and what the summary calls a file that
 # was refused, could not be sent, or failed ingestion.
 ADDED, UPDATED, UNCHANGED, FAILED = "added", "updated", "unchanged", "failed"
-RESULTS = (ADDED, UPDATED, UNCHANGED, FAILED)
+DELETED = "deleted"  # kb sync-folder: a document whose file is gone from the folder
+RESULTS = (ADDED, UPDATED, UNCHANGED, DELETED, FAILED)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,13 @@ def remote_path(prefix: str, relative: PurePosixPath) -> str:
 
 def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
+
+
+def selected(relative: PurePosixPath, include: list[str], exclude: list[str]) -> bool:
+    """Whether a path below the folder is one collect() would take (kb sync-folder asks it of
+    the knowledge base's paths: what the filters leave out is neither sent nor deleted)."""
+    return (not _hidden(Path(relative.as_posix())) and (not include or _matches(include, relative, relative))
+            and not (exclude and _matches(exclude, relative, relative)))
 
 
 def _matches(patterns: list[str], path: Path, relative: Path) -> bool:

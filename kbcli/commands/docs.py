@@ -2,6 +2,7 @@
 each one by id or by path; kb sync."""
 import re
 from enum import Enum
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Optional
 
 import typer
@@ -21,7 +22,8 @@ KbOption = Annotated[str, typer.Option("--kb", "--knowledge-base", help="The kno
 DocId = Annotated[str, typer.Argument(help="The document's id (doc_…) or its path in the knowledge base"
                                             " (guides/install/index.html).", show_default=False)]
 STATUS_STYLE = {"PROCESSED": "green", "FAILED": "red", "PENDING": "yellow", "PROCESSING": "cyan"}
-RESULT_STYLE = {upload.ADDED: "green", upload.UPDATED: "cyan", upload.UNCHANGED: "dim", upload.FAILED: "red"}
+RESULT_STYLE = {upload.ADDED: "green", upload.UPDATED: "cyan", upload.UNCHANGED: "dim", upload.DELETED: "yellow",
+                upload.FAILED: "red"}
 # A document's or an entry's id as the API makes them (ids.new_id): anything else is a path.
 DOCUMENT_ID = re.compile(r"^(doc|entry)_[0-9a-f]{16}$")
 
@@ -93,6 +95,8 @@ def upload_lines(results: list[dict]) -> list[str]:
         if r["result"] == upload.FAILED:
             error = r["error"] or {}
             lines.append(f"✗ Failed: {r['localPath']}: {error.get('code')}: {error.get('message')}")
+        elif r["result"] == upload.DELETED:
+            lines.append(f"✓ Deleted: {r['path']}")
         else:
             lines.append(f"✓ {'Unchanged' if r['result'] == upload.UNCHANGED else 'Uploaded'}: {r['localPath']}")
     return lines
@@ -154,6 +158,15 @@ def upload_(session: Session,
                                          recursive=recursive))
     client = session.client()
     client.get(f"/knowledge-bases/{kb}")  # an unknown knowledge base is one error, not one per file
+    results = _send(session, client, kb, plan, attributes, concurrency, wait, timeout)
+    session.emit(results, lambda r: render_upload(r, wait))
+    if any(item.failed for item in plan.items):
+        raise typer.Exit(1)
+
+
+def _send(session: Session, client: Client, kb: str, plan: upload.Plan, attributes: Optional[dict], concurrency: int,
+          wait: bool, timeout: float) -> list[dict]:
+    """Upload what the plan sends, with a progress bar for people, and follow ingestion with --wait."""
     sending = plan.to_send
     total_bytes = sum(i.size for i in sending)
     with _progress(not session.json) as progress:
@@ -179,10 +192,67 @@ def upload_(session: Session,
             for item in upload.wait_all(client, kb, following, timeout, concurrency, on_done):
                 item.error = {"code": "WAIT_TIMEOUT",
                               "message": f"still {item.status} after {timeout:g} s"}
-    results = [item.as_dict() for item in plan.items]
+    return [item.as_dict() for item in plan.items]
+
+
+def sync_folder(session: Session,
+                folder: Annotated[Path, typer.Argument(help="The local folder to mirror.", show_default=False,
+                                                       exists=True, file_okay=False)],
+                kb: KbOption,
+                prefix: Annotated[Optional[str], typer.Option(
+                    "--prefix", help="Mirror it below this folder of the knowledge base.")] = None,
+                include: Annotated[Optional[list[str]], typer.Option(
+                    "--include", help="Only paths matching this glob (repeatable).")] = None,
+                exclude: Annotated[Optional[list[str]], typer.Option(
+                    "--exclude", help="Leave paths matching this glob alone (repeatable).")] = None,
+                delete: Annotated[bool, typer.Option("--delete/--no-delete", help="Delete the documents whose"
+                                                     " file is gone from the folder.")] = True,
+                wait: Annotated[bool, typer.Option("--wait", help="Follow ingestion to the end.")] = False,
+                timeout: Annotated[float, typer.Option(help="With --wait, give up after this many seconds.")] = 900,
+                concurrency: Annotated[int, typer.Option(min=1, max=32, help="Files uploaded at once.")] = 4):
+    """Mirror a local folder into a knowledge base (seed 003's local-folder source): new and
+    changed files are uploaded (by path and content hash: unchanged ones are not sent), and the
+    documents below --prefix whose file is gone are deleted, as `aws s3 sync --delete` does.
+    What --include/--exclude leave out is neither sent nor deleted."""
+    include, exclude, prefix = include or [], exclude or [], upload.clean_prefix(prefix)
+    try:
+        sources = upload.collect([str(folder)], include, exclude, prefix, recursive=True)
+    except CliError as error:
+        if error.code != "NO_FILES":
+            raise
+        sources = []  # an empty folder: everything below the prefix goes
+    plan = upload.Plan.of(sources)
+    client = session.client()
+    client.get(f"/knowledge-bases/{kb}")
+    local = {item.source.remote for item in plan.items}
+    params = {"limit": 1000, "sort": "path", **({"prefix": f"{prefix}/"} if prefix else {})}
+    gone = [d for d in _every_document(client, kb, params) if d.get("path") and d["path"] not in local
+            and upload.selected(PurePosixPath(d["path"][len(prefix) + 1:] if prefix else d["path"]), include, exclude)]
+    results = _send(session, client, kb, plan, None, concurrency, wait, timeout) if plan.items else []
+    failed = any(item.failed for item in plan.items)
+    for doc in gone if delete else []:
+        try:
+            client.delete(f"{docs_path(kb)}/{doc['id']}")
+            results.append({"path": doc["path"], "localPath": None, "result": upload.DELETED, "id": doc["id"],
+                            "filename": doc["filename"], "status": "DELETED", "error": None, "size": doc["size"],
+                            "pages": None, "chunks": None, "tokens": None})
+        except CliError as error:
+            failed = True
+            results.append({"path": doc["path"], "localPath": None, "result": upload.FAILED, "id": doc["id"],
+                            "filename": doc["filename"], "status": "FAILED", "error": error.as_dict(),
+                            "size": doc["size"], "pages": None, "chunks": None, "tokens": None})
     session.emit(results, lambda r: render_upload(r, wait))
-    if any(item.failed for item in plan.items):
+    if failed:
         raise typer.Exit(1)
+
+
+def _every_document(client: Client, kb: str, params: dict) -> list[dict]:
+    data, items = client.get(docs_path(kb), params=params), []
+    items += data["items"]
+    while data.get("nextToken"):
+        data = client.get(docs_path(kb), params={**params, "nextToken": data["nextToken"]})
+        items += data["items"]
+    return items
 
 
 @command(app, "list")
@@ -205,13 +275,8 @@ def list_(session: Session, kb: KbOption,
     client = session.client()
     params = {"status": status, "prefix": prefix, "sort": sort.value,
               "limit": limit, "nextToken": next_token}
-    data = client.get(docs_path(kb), params=params)
-    if all_:
-        items = list(data["items"])
-        while data.get("nextToken"):
-            data = client.get(docs_path(kb), params={**params, "nextToken": data["nextToken"]})
-            items.extend(data["items"])
-        data = {"items": items, "nextToken": None}
+    data = ({"items": _every_document(client, kb, params), "nextToken": None} if all_
+            else client.get(docs_path(kb), params=params))
     session.emit(data, render_docs)
 
 

@@ -141,3 +141,33 @@ def test_entries_are_searchable_at_once(cli, kb):
     assert entry["id"].startswith("entry_") and entry["chunks"] == 1
     hit = cli.json("search", "mason bees quince", "--kb", kb, "--strategy", "keyword")
     assert hit["results"][0]["documentId"] == entry["id"]
+
+
+def test_sync_folder_mirrors_adds_changes_and_removals_and_leaves_filtered_paths_alone(cli, tmp_path):
+    """Issue 31 item 4: `kb sync-folder DIR --kb ID` as `aws s3 sync --delete`, by path and
+    content hash; what --exclude leaves out is neither sent nor deleted."""
+    import secrets
+
+    kb = cli.json("kbs", "create", f"Mirror {secrets.token_hex(3)}")["id"]
+    folder = tmp_path / "notes"
+    (folder / "ops").mkdir(parents=True)
+    (folder / "a.md").write_text("# Alpha\n\nThe alpha pump runs at night.")
+    (folder / "ops" / "b.txt").write_text("The beta valve is checked weekly.")
+    (folder / "draft.tmp").write_text("not yet")
+    first = cli.json("sync-folder", str(folder), "--kb", kb, "--prefix", "team", "--exclude", "*.tmp", "--wait")
+    assert {(r["path"], r["result"]) for r in first} == {("team/a.md", "added"), ("team/ops/b.txt", "added")}
+    # A document uploaded by other means under the prefix but excluded: left alone.
+    cli.json("docs", "upload", str(folder / "draft.tmp"), "--kb", kb, "--prefix", "team")
+    (folder / "ops" / "b.txt").unlink()
+    (folder / "a.md").write_text("# Alpha\n\nThe alpha pump runs at night and at noon.")
+    (folder / "c.md").write_text("# Gamma\n\nGamma is new.")
+    second = cli.json("sync-folder", str(folder), "--kb", kb, "--prefix", "team", "--exclude", "*.tmp", "--wait")
+    assert {(r["path"], r["result"]) for r in second} == {
+        ("team/a.md", "updated"), ("team/c.md", "added"), ("team/ops/b.txt", "deleted")}
+    paths = {d["path"] for d in cli.json("docs", "list", "--kb", kb, "--all")["items"]}
+    assert paths == {"team/a.md", "team/c.md", "team/draft.tmp"}
+    third = cli.json("sync-folder", str(folder), "--kb", kb, "--prefix", "team", "--exclude", "*.tmp")
+    assert {r["result"] for r in third} == {"unchanged"}
+    done = cli.run("sync-folder", str(folder), "--kb", kb, "--prefix", "team", "--exclude", "*.tmp")
+    assert done.stdout.endswith("2 unchanged\n") and "✓ Unchanged:" in done.stdout
+    cli.run("kbs", "delete", kb, "--yes")
