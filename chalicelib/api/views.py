@@ -12,6 +12,7 @@ from chalicelib.documents.uploads import Upload
 from chalicelib.knowledge.jobs import job_view
 from chalicelib.knowledge.sessions import Session
 from chalicelib.retrieval import Passage, SearchResult
+from chalicelib.retrieval.model import DebugView
 from chalicelib.retrieval.batch import BatchOutcome
 from chalicelib.retrieval.model import StoredChunk, public_chunk_id
 from chalicelib.storage.document_status import STATUSES
@@ -120,8 +121,21 @@ def search_view(result: SearchResult) -> dict:
         "summary": result.summary,
         "metadata": {"totalTokensUsed": result.tokens_used, "omittedCount": result.omitted,
                      "cached": result.cached, "resultsCached": result.results_cached, "strategy": result.strategy,
-                     "tookMs": result.took_ms},
+                     "tookMs": result.took_ms,
+                     **({"debug": debug_view(result.debug_view)} if result.debug_view else {})},
     }
+
+
+def debug_view(view: DebugView) -> dict:
+    """Seed 003's debug view: both candidate lists before fusion, each by its own score, and
+    the query's embedding per model when asked ({"queryVector": true})."""
+    def listed(candidates):
+        return [{"chunkId": public_chunk_id(c.chunk_id), "documentId": c.document_id, "score": c.score}
+                for c in candidates]
+    answer = {"candidates": {"semantic": listed(view.semantic), "keyword": listed(view.keyword)}}
+    if view.query_vectors:
+        answer["queryVectors"] = [{"model": model, "vector": list(vector)} for model, vector in view.query_vectors]
+    return answer
 
 
 def batch_view(outcomes: list[BatchOutcome]) -> dict:

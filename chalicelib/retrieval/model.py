@@ -41,6 +41,7 @@ class SearchRequest:
     max_tokens: int = int(limits.MAX_TOKENS.default)
     prioritize_by: str = limits.DEFAULT_PRIORITY
     debug: bool = False
+    debug_query_vector: bool = False  # debug: {"queryVector": true} adds the query's embedding
     hybrid_weights: tuple[float, float] = limits.HYBRID_WEIGHTS  # (semantic, keyword), summing to 1
     fusion: str = "score"  # or "rank": not in the API, the benchmark compares the two
     rerank: bool = False  # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py)
@@ -88,6 +89,22 @@ class Passage:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One row of a candidate list a debug search shows (seed 003's debug view): the
+    semantic and keyword lists before fusion, each `pool` deep, with their own scores."""
+    chunk_id: int
+    document_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class DebugView:
+    semantic: tuple[Candidate, ...] = ()
+    keyword: tuple[Candidate, ...] = ()
+    query_vectors: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (provider:model, vector), when asked
+
+
+@dataclass(frozen=True)
 class SearchResult:
     query: str
     knowledge_base_ids: tuple[str, ...]
@@ -101,6 +118,7 @@ class SearchResult:
     took_ms: int
     debug: bool = False
     results_cached: bool = False  # answered from the results cache (retrieval/results_cache.py)
+    debug_view: Optional[DebugView] = None
 
     @property
     def knowledge_base_name(self) -> str:

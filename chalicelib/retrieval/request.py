@@ -133,6 +133,7 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
     extra_fields are the caller's own (knowledgeBaseIds, apiKey…), read elsewhere."""
     refuse_unknown_fields(body, SEARCH_FIELDS + extra_fields)
     strategy = choice_field(body, "strategy", STRATEGIES, limits.DEFAULT_STRATEGY)
+    debug = parse_debug(body.get("debug"))
     return SearchRequest(
         knowledge_base_ids=tuple(kb_ids),
         query=string_field(body, "query", required=True, max_length=limits.QUERY_MAX_CHARS),
@@ -143,7 +144,7 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
         filters=parse_filters(body.get("filters"), body.get("filter")),
         max_tokens=int_field(body.get("maxTokens"), "maxTokens", limits.MAX_TOKENS),
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),
-        debug=bool_field(body, "debug"),
+        debug=debug[0], debug_query_vector=debug[1],
         rerank=bool_field(body, "rerank"),
         fields=parse_fields(body.get("fields")),
     )
@@ -181,3 +182,13 @@ def parse_batch_request(body: dict) -> list[Union[SearchRequest, Invalid]]:
         except Invalid as err:
             parsed.append(err)
     return parsed
+
+
+def parse_debug(value) -> tuple[bool, bool]:
+    """`debug`: true, false, or {"queryVector": bool} (debug on, with the query's embedding):
+    (debug, with the query vector)."""
+    if value is None or isinstance(value, bool):
+        return bool(value), False
+    if isinstance(value, dict) and set(value) <= {"queryVector"} and isinstance(value.get("queryVector", False), bool):
+        return True, value.get("queryVector", False)
+    raise Invalid.field("debug", 'must be true, false or {"queryVector": true}')

@@ -30,7 +30,7 @@ from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
 from chalicelib.retrieval import policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack, summarise
-from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult
+from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
 from chalicelib.storage import acting_for, chunks, connection, db, knowledge_bases, terms
 from chalicelib.storage.db import shared_snapshot
 
@@ -66,15 +66,16 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 
 
 def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> SearchResult:
-    candidates, cached = [], True
+    candidates, cached, views = [], True, []
     # Knowledge bases with the same model share one query embedding and one SQL query.
     groups: dict[tuple, list[dict]] = {}
     for kb in kbs:
         groups.setdefault((kb["embedding_provider"], kb["embedding_model"], kb["embedding_dim"]), []).append(kb)
     for (provider_name, model, dim), members in groups.items():
-        found, hit = _search_group(principal, request, provider_name, model, dim, [kb["id"] for kb in members])
+        found, hit, view = _search_group(principal, request, provider_name, model, dim, [kb["id"] for kb in members])
         candidates.extend(found)
         cached = cached and hit
+        views.append(view)
     candidates.sort(key=lambda r: r["score"], reverse=True)
     if request.min_score > 0:
         candidates = [r for r in candidates if (r["vectorScore"] or 0.0) >= request.min_score]
@@ -93,7 +94,29 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
         knowledge_base_names=tuple(names[k] for k in request.knowledge_base_ids),
         passages=passages, summary=_summary(passages, used, omitted), tokens_used=used, omitted=omitted,
         cached=cached if request.strategy != "keyword" else False, strategy=request.strategy,
-        took_ms=0, debug=request.debug)
+        took_ms=0, debug=request.debug, debug_view=_merged_views(views) if request.debug else None)
+
+
+def _merged_views(views: list[Optional[DebugView]]) -> DebugView:
+    """One debug view of every model group's lists (each list by its own score)."""
+    views = [v for v in views if v is not None]
+    return DebugView(
+        semantic=tuple(sorted((c for v in views for c in v.semantic), key=lambda c: -c.score)),
+        keyword=tuple(sorted((c for v in views for c in v.keyword), key=lambda c: -c.score)),
+        query_vectors=tuple(q for v in views for q in v.query_vectors))
+
+
+def _debug_view(request: SearchRequest, semantic: list[dict], keyword: list[dict], model: str,
+                vector) -> Optional[DebugView]:
+    if not request.debug:
+        return None
+
+    def listed(rows: list[dict]) -> tuple[Candidate, ...]:
+        return tuple(Candidate(r["chunk_id"], r["document_id"], round(float(r["score"]), 6)) for r in rows)
+
+    return DebugView(semantic=listed(semantic), keyword=listed(keyword),
+                     query_vectors=((model, tuple(float(x) for x in vector)),)
+                     if request.debug_query_vector and vector is not None else ())
 
 
 def _average_similarity(passages: tuple[Passage, ...]) -> Optional[float]:
@@ -103,7 +126,7 @@ def _average_similarity(passages: tuple[Passage, ...]) -> Optional[float]:
 
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
-                  kb_ids: list[str]) -> tuple[list[dict], bool]:
+                  kb_ids: list[str]) -> tuple[list[dict], bool, Optional[DebugView]]:
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" or request.rerank else request.top_k
     semantic, keyword, embed = [], [], None
     # Keyword search embeds the question only to hold its hits to a minScore.
@@ -151,11 +174,12 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             known.update(chunks.similarities(conn, missing, vector, dim) if missing else {})
             for row in keyword:
                 row["similarity"] = known.get(row["chunk_id"])
+    view = _debug_view(request, semantic, keyword, f"{provider_name}:{model}", vector)
     if request.strategy == "semantic":
-        return [_scored(r, vector=r["score"]) for r in semantic], hit
+        return [_scored(r, vector=r["score"]) for r in semantic], hit, view
     if request.strategy == "keyword":
-        return [_scored(r, keyword=r["score"], vector=r.get("similarity")) for r in keyword], hit
-    return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit
+        return [_scored(r, keyword=r["score"], vector=r.get("similarity")) for r in keyword], hit, view
+    return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit, view
 
 
 def _embedded_semantic(side, snapshot_name: str, principal, request: SearchRequest, kb_ids: list[str], dim: int,

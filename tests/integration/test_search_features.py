@@ -8,7 +8,9 @@ from chalicelib.api.views import entry_hit_view, entry_view
 from chalicelib.documents import entries
 from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.retrieval import SearchRequest
-from chalicelib.retrieval.request import parse_filters
+from chalicelib.embeddings import get_provider
+from chalicelib.errors import Invalid
+from chalicelib.retrieval.request import parse_filters, parse_search_request
 from chalicelib.storage import connection
 from tests.integration.test_search import _ingest, search
 
@@ -68,6 +70,23 @@ def test_hybrid_fuses_both_lists_and_debug_shows_each_score(library):
     assert top["scores"]["vectorScore"] > 0 and top["scores"]["keywordScore"] > 0
     assert top["similarity"] == pytest.approx(1.0)  # first in both lists
     assert "scores" not in search(principal, _req(kb, "lava", strategy="hybrid"))["results"][0]
+    # Seed 003's debug view: both lists before fusion, each by its own score; the fused top is
+    # first in both; the query vector only when asked, and it is the query's embedding.
+    debug = answer["metadata"]["debug"]
+    assert set(debug) == {"candidates"} and set(debug["candidates"]) == {"semantic", "keyword"}
+    for listed in debug["candidates"].values():
+        assert listed[0]["chunkId"] == top["chunkId"]
+        assert [c["score"] for c in listed] == sorted((c["score"] for c in listed), reverse=True)
+    assert len(debug["candidates"]["semantic"]) == 3  # the knowledge base's every chunk, the pool being deeper
+    assert "debug" not in search(principal, _req(kb, "lava", strategy="hybrid"))["metadata"]
+    with_vector = search(principal, _req(kb, "lava and ash", strategy="semantic", debug=True,
+                                         debug_query_vector=True))["metadata"]["debug"]
+    [(entry)] = with_vector["queryVectors"]
+    expected = get_provider("local").embed_query("lava and ash")
+    assert entry["model"] == "local:all-MiniLM-L6-v2" and entry["vector"] == pytest.approx(expected, abs=1e-5)
+    assert with_vector["candidates"]["keyword"] == []
+    with pytest.raises(Invalid):
+        parse_search_request(["kb_x"], {"query": "x", "debug": {"vector": True}})
 
 
 def test_min_score_drops_weak_matches(library):
