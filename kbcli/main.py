@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from kbcli import __version__, output
-from kbcli.commands import agents, apply, docs, entries, keys, kbs, search, tools
+from kbcli.commands import agents, apply, docs, entries, keys, kbs, search, sessions, tools
 from kbcli.session import ApiKeyOption, ApiUrlOption, Globals, JsonOption, Session, command
 
 app = typer.Typer(name="kb", help="The knowledge-base service from the command line. The API's URL and key come"
@@ -18,6 +18,7 @@ app.add_typer(agents.app)
 app.add_typer(tools.app)
 app.add_typer(entries.app)
 app.add_typer(keys.app)
+app.add_typer(sessions.app)
 command(app, "search")(search.search)
 command(app, "sync")(docs.sync)
 command(app, "sync-folder")(docs.sync_folder)

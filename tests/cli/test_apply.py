@@ -136,3 +136,19 @@ def test_make_up_autoloads_a_projects_definitions(local_env, tmp_path, capsys):
     assert capsys.readouterr().out.count(" unchanged") == 3
     (project / "compozy.yaml").write_text("autoload:\n  enabled: false\n")
     assert stack.autoload_files(project) == []
+
+
+def test_kb_sessions_record_and_end_a_conversation(admin):
+    """Issue 31's `kb sessions`: open, add, complete without extraction (no model here), show."""
+    agent = admin.json("agents", "create", f"Sessioned {secrets.token_hex(2)}")["id"]
+    opened = admin.json("sessions", "open", "--agent", agent)
+    assert opened["status"] == "OPEN"
+    admin.json("sessions", "add", opened["id"], "--agent", agent, "--content", "We deploy on Tuesdays.")
+    added = admin.json("sessions", "add", opened["id"], "--agent", agent, "--role", "assistant", stdin="Noted.")
+    assert added["messages"] == [{"role": "user", "content": "We deploy on Tuesdays."},
+                                 {"role": "assistant", "content": "Noted."}]
+    assert admin.error("sessions", "complete", opened["id"], "--agent", agent,
+                       code="INVALID_INPUT")["message"].startswith("knowledgeBaseId")
+    done = admin.json("sessions", "complete", opened["id"], "--agent", agent, "--no-extract")
+    assert (done["status"], done["extraction"]) == ("COMPLETED", None)
+    assert admin.json("sessions", "show", opened["id"], "--agent", agent)["messageCount"] == 2
