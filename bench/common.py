@@ -23,7 +23,7 @@ def quiet_metrics() -> None:
     from chalicelib import metrics
 
     metrics.count_lookup = lambda hit, provider: None
-    metrics.record_search = lambda strategy, took_ms: None
+    metrics.record_search = lambda event: None
 
 
 def local_env() -> dict:

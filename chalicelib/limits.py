@@ -59,6 +59,10 @@ NAME_MAX_CHARS = 200
 DESCRIPTION_MAX_CHARS = 2000
 PAGE_SIZE = Range(1, 100, 20)
 ID_MAX_CHARS = 64
+# A knowledge base's source (chalicelib/sources): another bucket or a local folder
+SOURCE_FIELD_MAX_CHARS = 1024
+SOURCE_SECRET_PREFIX = "kb-sources/"  # the only secrets the functions may read (infra/template.yaml)
+SOURCE_SYNC_SECONDS = 20  # a sync copies for this long, then says `more` (API Gateway ends a request at 29 s)
 # A knowledge base's access lists (roles, groups, user names: migration 0018)
 ACCESS_LIST_MAX_NAMES = 50
 ACCESS_NAME_MAX_CHARS = 64

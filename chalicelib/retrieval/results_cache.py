@@ -58,4 +58,7 @@ def store_result(key: Optional[str], result: SearchResult) -> None:
 def _decoded(data: dict) -> SearchResult:
     passages = tuple(Passage(**{**p, "scores": Scores(**p["scores"])}) for p in data["passages"])
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "passages"}
-    return replace(SearchResult(**fields, passages=passages), results_cached=True)
+    # An answer from this cache computed no embedding: its query's is as good as cached
+    # (metadata.cached, which keyword search never sets).
+    return replace(SearchResult(**fields, passages=passages), results_cached=True,
+                   cached=fields["strategy"] != "keyword")

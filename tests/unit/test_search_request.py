@@ -21,7 +21,7 @@ def test_a_full_body_parses_with_the_service_defaults():
     ({"query": "x", "top_k": 1}, "top_k: is not a search field; did you mean topK?"),
     ({"query": "x", "min_score": 0.5}, "min_score: is not a search field; did you mean minScore?"),
     ({"query": "x", "colour": "red"}, "colour: is not a search field (use query, topK"),
-    ({"query": "x", "debug": "yes"}, "debug: must be true or false"),
+    ({"query": "x", "debug": "yes"}, "debug: must be true, false or {\"queryVector\": true}"),
     ({"query": "x", "topK": limits.TOP_K.high + 1}, "topK: must be between 1 and 20"),
 ])
 def test_unknown_fields_and_loose_types_are_refused_by_name(body, message):
