@@ -6,7 +6,9 @@ from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
 from chalicelib.api.views import kb_view, rebuild_view
 from chalicelib.knowledge_bases import rebuild
+from chalicelib.config import load_settings
 from chalicelib.errors import Invalid
+from chalicelib.sources import parse_source
 from chalicelib.validate import int_field, name_and_description_changes, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
@@ -17,6 +19,10 @@ def _visibility(body: dict, *, required: bool) -> str:
     if value not in kbs.VISIBILITIES:
         raise Invalid.field("visibility", f"must be one of {', '.join(kbs.VISIBILITIES)}")
     return value
+
+
+def _source(body: dict, principal):
+    return parse_source(body.get("source"), principal.org_id, load_settings().bucket)
 
 
 @blueprint.route("/knowledge-bases", methods=["POST"])
@@ -37,7 +43,7 @@ def create_knowledge_base(principal):
         provider=string_field(embedding, "provider", required=False, max_length=40) or None,
         model=string_field(embedding, "model", required=False, max_length=100) or None,
         chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"),
-        access=kbs.parse_access(body.get("access")))
+        access=kbs.parse_access(body.get("access")), source=_source(body, principal))
     return ok(kb_view(kb, principal), status=201)
 
 
@@ -60,13 +66,16 @@ def get_knowledge_base(principal, kb_id):
 @authenticated(blueprint)
 def update_knowledge_base(principal, kb_id):
     body = json_body(blueprint.current_request)
-    refuse_unknown(body, {"name", "description", "visibility", "access"},
+    refuse_unknown(body, {"name", "description", "visibility", "access", "source"},
                    "cannot be changed (the embedding model and chunking are fixed at creation)")
     changes = name_and_description_changes(body)
     if "visibility" in body:
         changes["visibility"] = _visibility(body, required=True)
     if "access" in body:  # the lists whole: one left out is no longer narrowed
         changes.update(kbs.parse_access(body["access"]))
+    if "source" in body:
+        source = _source(body, principal)
+        changes["source"] = source.as_json() if source else None
     return ok(kb_view(kbs.update_knowledge_base(principal, kb_id, changes), principal))
 
 

@@ -31,7 +31,8 @@ def kb_view(row: dict, viewer: Principal) -> dict:
         "id": row["id"], "name": row["name"], "description": row["description"],
         "visibility": row["visibility"],
         **({"ownerId": row["owner_id"], "organizationId": row["org_id"],
-            "access": {field: row[column] for column, field in ACCESS_COLUMNS.items()}} if ours else {}),
+            "access": {field: row[column] for column, field in ACCESS_COLUMNS.items()},
+            "source": row["source"]} if ours else {}),
         "embedding": {"provider": row["embedding_provider"], "model": row["embedding_model"],
                       "dimension": row["embedding_dim"]},
         "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"]},
@@ -66,8 +67,11 @@ def document_view(row: dict) -> dict:
 
 
 def sync_view(report: SyncReport) -> dict:
+    source = report.source
     return {"knowledgeBaseId": report.knowledge_base_id, "added": report.added, "changed": report.changed,
-            "removed": report.removed, "unchanged": report.unchanged, "failed": report.failed}
+            "removed": report.removed, "unchanged": report.unchanged, "failed": report.failed,
+            "source": {"copied": source.copied, "unchanged": source.unchanged, "deleted": source.deleted,
+                       "skipped": list(source.skipped), "more": source.more} if source else None}
 
 
 def upload_view(upload: Upload) -> dict:

@@ -4,6 +4,7 @@ than its document's last run is started again (changed), a document whose object
 is gone is deleted (removed). The pipeline's content hash makes a false "changed"
 cheap: the same bytes are not embedded again."""
 from dataclasses import dataclass
+from typing import Optional
 from datetime import datetime, timedelta, timezone
 
 from chalicelib import freshness
@@ -11,6 +12,7 @@ from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.documents.runs import restart_run, start_ingestion
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, knowledge_base_prefix, parse_document_key
+from chalicelib.sources.mirror import MirrorReport
 from chalicelib.storage import connection, documents
 from chalicelib.storage.document_status import FAILED, IN_FLIGHT
 
@@ -30,6 +32,7 @@ class SyncReport:
     removed: int
     unchanged: int
     failed: int  # documents of the knowledge base that are FAILED after the sync
+    source: Optional[MirrorReport] = None  # what mirroring its source did first (chalicelib/sources)
 
 
 def _objects(bucket: str, kb_id: str) -> dict[str, dict]:

@@ -12,6 +12,7 @@ from chalicelib import freshness, limits
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.chunk import validate_sizes
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
+from chalicelib.sources import SourceConfig
 from chalicelib.storage import audit, connection, knowledge_bases
 
 VISIBILITIES = ("private", "org", "public")
@@ -58,7 +59,8 @@ def check_access(visibility: str, access: dict) -> None:
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           visibility: str = "private", provider: Optional[str] = None,
                           model: Optional[str] = None, chunk_tokens: Optional[int] = None,
-                          chunk_overlap: Optional[int] = None, access: Optional[dict] = None) -> dict:
+                          chunk_overlap: Optional[int] = None, access: Optional[dict] = None,
+                          source: Optional[SourceConfig] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
     access: parse_access's. Raises Invalid naming the field when a setting is not valid."""
     require_writer(principal, "create knowledge bases")
@@ -75,10 +77,12 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
             kb_id = knowledge_bases.insert_knowledge_base(
                 conn, principal, name=name, description=description, visibility=visibility,
                 provider=embedder.name, model=embedder.model, dim=embedder.dimension,
-                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, access=access)
+                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, access=access,
+                source=source.as_json() if source else None)
             audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
                         after={"name": name, "visibility": visibility, "embeddingModel": embedder.model,
-                               **({"access": access} if any(access.values()) else {})})
+                               **({"access": access} if any(access.values()) else {}),
+                               **({"source": source.kind} if source else {})})
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 

@@ -4,6 +4,7 @@ they can see is decided before a write, in chalicelib/auth/access.py."""
 from typing import Optional
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from chalicelib import limits
 from chalicelib.errors import Invalid
@@ -13,7 +14,7 @@ from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_K
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
-    kb.chunk_overlap, kb.read_roles, kb.read_users, kb.write_roles, kb.write_users,
+    kb.chunk_overlap, kb.read_roles, kb.read_users, kb.write_roles, kb.write_users, kb.source,
     kb.created_at, kb.updated_at"""
 # The access lists (migration 0018), as the API names them: column → field.
 ACCESS_COLUMNS = {"read_roles": "readRoles", "read_users": "readUsers",
@@ -32,17 +33,20 @@ KB_STATS = f"""(SELECT json_build_object(
 
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
                           visibility: str, provider: str, model: str, dim: int,
-                          chunk_tokens: int, chunk_overlap: int, access: Optional[dict] = None) -> str:
-    """access: ACCESS_COLUMNS' columns → a list of names or None (None: no lists)."""
+                          chunk_tokens: int, chunk_overlap: int, access: Optional[dict] = None,
+                          source: Optional[dict] = None) -> str:
+    """access: ACCESS_COLUMNS' columns → a list of names or None (None: no lists); source:
+    the stored form of a chalicelib.sources.SourceConfig, or None."""
     access = access or {}
     kb_id = new_id("kb")
     conn.execute(
         "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
         " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap,"
-        " read_roles, read_users, write_roles, write_users)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " read_roles, read_users, write_roles, write_users, source)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (kb_id, principal.org_id, principal.user_id, name, description, visibility,
-         provider, model, dim, chunk_tokens, chunk_overlap, *(access.get(c) for c in ACCESS_COLUMNS)),
+         provider, model, dim, chunk_tokens, chunk_overlap, *(access.get(c) for c in ACCESS_COLUMNS),
+         Jsonb(source) if source else None),
     )
     return kb_id
 
@@ -129,8 +133,9 @@ def reachable(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[st
 
 
 def update(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
-    """Apply name/description/visibility/access-list changes (access.kb_to_manage said who may)."""
-    allowed = {k: v for k, v in changes.items() if k in ("name", "description", "visibility", *ACCESS_COLUMNS)}
+    """Apply name/description/visibility/access-list/source changes (access.kb_to_manage said who may)."""
+    allowed = {k: (Jsonb(v) if k == "source" and v is not None else v) for k, v in changes.items()
+               if k in ("name", "description", "visibility", "source", *ACCESS_COLUMNS)}
     if not allowed:
         return get_visible(conn, principal, kb_id) is not None
     sets = ", ".join(f"{column} = %({column})s" for column in allowed)
