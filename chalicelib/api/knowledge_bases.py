@@ -28,14 +28,15 @@ def create_knowledge_base(principal):
         raise Invalid.field("embedding", "must be an object {provider, model}")
     chunking = body.get("chunking") or {}
     if not isinstance(chunking, dict):
-        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap}")
+        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap, strategy}")
     kb = kbs.create_knowledge_base(
         principal, name=string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS),
         description=string_field(body, "description", required=False, max_length=limits.DESCRIPTION_MAX_CHARS),
         visibility=visibility,
         provider=string_field(embedding, "provider", required=False, max_length=40) or None,
         model=string_field(embedding, "model", required=False, max_length=100) or None,
-        chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"))
+        chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"),
+        chunk_strategy=chunking.get("strategy"))
     return ok(kb_view(kb, principal), status=201)
 
 

@@ -21,6 +21,7 @@ from chalicelib.ingestion.chunk import Unit, chunk_document, pack_units
 from chalicelib.ingestion.extract import Extracted
 from chalicelib.ingestion.model import Chunk
 
+SEMANTIC = "semantic"  # its name in limits.CHUNK_STRATEGIES and knowledge_bases.chunk_strategy
 # The knowledge base's provider's embed_documents (tests inject one of their own).
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
 

@@ -3,12 +3,13 @@ to the caller, changes and deletion by their owner or an admin (auth/access.py),
 write audited. Returns storage rows; the API's views shape them."""
 from typing import Optional
 
+from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_manage, require_writer
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import NotFound
-from chalicelib.ingestion.chunk import validate_sizes
+from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
 from chalicelib.storage import audit, connection, knowledge_bases
 
@@ -18,7 +19,7 @@ VISIBILITIES = ("private", "org", "public")
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           visibility: str = "private", provider: Optional[str] = None,
                           model: Optional[str] = None, chunk_tokens: Optional[int] = None,
-                          chunk_overlap: Optional[int] = None) -> dict:
+                          chunk_overlap: Optional[int] = None, chunk_strategy: Optional[str] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
     Raises Invalid naming the field when a setting is not valid."""
     require_writer(principal, "create knowledge bases")
@@ -27,13 +28,15 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
     chunk_tokens = settings.default_chunk_tokens if chunk_tokens is None else chunk_tokens
     chunk_overlap = settings.default_chunk_overlap if chunk_overlap is None else chunk_overlap
     validate_sizes(chunk_tokens, chunk_overlap)
+    chunk_strategy = limits.CHUNK_STRATEGIES[0] if chunk_strategy is None else chunk_strategy
+    validate_strategy(chunk_strategy)
     with connection() as conn:
         knowledge_bases.ensure_vector_index(conn, embedder.dimension)
         with conn.transaction():
             kb_id = knowledge_bases.insert_knowledge_base(
                 conn, principal, name=name, description=description, visibility=visibility,
                 provider=embedder.name, model=embedder.model, dim=embedder.dimension,
-                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, chunk_strategy=chunk_strategy)
             audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
                         after={"name": name, "visibility": visibility, "embeddingModel": embedder.model})
         return knowledge_bases.get_visible(conn, principal, kb_id)

@@ -13,7 +13,7 @@ from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_K
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
-    kb.chunk_overlap, kb.created_at, kb.updated_at"""
+    kb.chunk_overlap, kb.chunk_strategy, kb.created_at, kb.updated_at"""
 
 _BY_STATUS = ", ".join(f"'{s}', count(*) FILTER (WHERE d.status = '{s}')" for s in STATUSES)
 # Counted over the documents the caller may read (an individual entry is its writer's alone).
@@ -28,14 +28,14 @@ KB_STATS = f"""(SELECT json_build_object(
 
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
                           visibility: str, provider: str, model: str, dim: int,
-                          chunk_tokens: int, chunk_overlap: int) -> str:
+                          chunk_tokens: int, chunk_overlap: int, chunk_strategy: str = "fixed") -> str:
     kb_id = new_id("kb")
     conn.execute(
         "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
-        " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap, chunk_strategy)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (kb_id, principal.org_id, principal.user_id, name, description, visibility,
-         provider, model, dim, chunk_tokens, chunk_overlap),
+         provider, model, dim, chunk_tokens, chunk_overlap, chunk_strategy),
     )
     return kb_id
 
