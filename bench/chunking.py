@@ -21,6 +21,7 @@ import time
 from common import corpus, dedupe, embed_corpus, quality, queries_and_qrels, save_results
 
 STRATEGIES = ("fixed", "semantic")
+_sentence_vectors: dict[str, list[float]] = {}  # across sizes: only sentences cut differently are new
 
 
 def chunked(docs: list[dict], strategy: str, chunk_tokens: int) -> tuple[list[list], int]:
@@ -44,8 +45,9 @@ def chunked(docs: list[dict], strategy: str, chunk_tokens: int) -> tuple[list[li
 
     for e in extracted:
         semantic_chunks(e, chunk_tokens, 0, {}, record)
-    vectors = dict(zip(asked, embed_corpus(asked)))
-    return [semantic_chunks(e, chunk_tokens, 0, {}, lambda texts: [vectors[t] for t in texts])
+    missing = [t for t in asked if t not in _sentence_vectors]
+    _sentence_vectors.update(zip(missing, embed_corpus(missing)))
+    return [semantic_chunks(e, chunk_tokens, 0, {}, lambda texts: [_sentence_vectors[t] for t in texts])
             for e in extracted], len(asked)
 
 
@@ -92,7 +94,7 @@ def main() -> None:
             rows.append(row)
             print(f"{size:11d} {strategy:9} {row['chunks']:7d} {row['meanTokens']:8.1f} {row['nDCG@10']:8.4f}"
                   f" {row['recall@10']:7.4f} {row['recall@100']:7.4f} {row['MRR@10']:7.4f}", flush=True)
-    results = {"abstracts": len(docs), "queries": len(queries), "rows": rows}
+    results = {"abstracts": len(docs), "queries": len(queries), "rows": rows, "measured": time.strftime("%Y-%m-%d")}
     save_results("chunking", args.quick, results)
     if args.docs and not args.quick:
         from report import write_chunking_docs

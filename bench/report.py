@@ -187,7 +187,8 @@ def chunking_section(chunking: dict) -> list[str]:
               f"{r['recall@10']:.4f} | {r['recall@100']:.4f} | {r['MRR@10']:.4f} |" for r in chunking["rows"]]
     sentences = max(r["sentencesEmbedded"] for r in chunking["rows"])
     return lines + ["", f"The semantic strategy embedded {sentences:,} sentences to find its cut points "
-                        "(about as many tokens again as the chunks themselves).", ""]
+                        "(about as many tokens again as the chunks themselves). Measured "
+                        f"{chunking.get('measured', '')} (`.venv/bin/python bench/chunking.py --docs`).", ""]
 
 
 def chunking_json(chunking: dict) -> list[dict]:
