@@ -9,7 +9,8 @@ counts, as in retrieval.py). Both strategies get the same chunkTokens and no ove
 the cut points are the only difference. The abstracts are short (median about 300
 tokens), so at the default 500 tokens most are one fixed chunk; 64 and 200 are where
 both strategies have to cut. Every embedding (sentences, chunks, queries) is cached on
-disk by content (.kb/bench-cache): the first full run takes about 15 minutes on 2 cores.
+disk by content (.kb/bench-cache): the first full run took about 30 minutes on 2 cores
+(beside other work), a run with the caches filled 46 s.
 --quick: 60 abstracts and one size, to check the harness. --docs also writes the
 figures into docs/benchmarks.json and docs/benchmarks.md (make bench does that through
 report.py).
@@ -18,7 +19,7 @@ import argparse
 import statistics
 import time
 
-from common import corpus, dedupe, embed_corpus, quality, queries_and_qrels, save_results
+from common import corpus, dedupe, embed_corpus, ndcg_at, quality, queries_and_qrels, save_results
 
 STRATEGIES = ("fixed", "semantic")
 _sentence_vectors: dict[str, list[float]] = {}  # across sizes: only sentences cut differently are new
@@ -69,7 +70,20 @@ def evaluate(docs: list[dict], queries: list[dict], qrels: dict, query_vectors, 
     tokens = [c.token_count for _, c in flat]
     return {"strategy": strategy, "chunkTokens": chunk_tokens, "chunks": len(flat),
             "meanTokens": statistics.mean(tokens), "sentencesEmbedded": sentences,
-            "chunkSeconds": chunk_seconds, **scores}
+            "chunkSeconds": chunk_seconds, **scores,
+            "perQuery": [ndcg_at(runs[q["_id"]], qrels[q["_id"]], 10) for q in queries]}
+
+
+def paired(semantic: list[float], fixed: list[float]) -> dict:
+    """Semantic against fixed query by query: wins, ties, losses in nDCG@10 and a 95%
+    bootstrap interval of the mean difference (10,000 resamples of the queries, seed 0)."""
+    import numpy as np
+
+    diff = np.asarray(semantic) - np.asarray(fixed)
+    means = diff[np.random.default_rng(0).integers(0, len(diff), (10_000, len(diff)))].mean(axis=1)
+    return {"wins": int((diff > 1e-9).sum()), "ties": int((abs(diff) <= 1e-9).sum()),
+            "losses": int((diff < -1e-9).sum()), "meanDifference": float(diff.mean()),
+            "interval": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]}
 
 
 def main() -> None:
@@ -94,6 +108,11 @@ def main() -> None:
             rows.append(row)
             print(f"{size:11d} {strategy:9} {row['chunks']:7d} {row['meanTokens']:8.1f} {row['nDCG@10']:8.4f}"
                   f" {row['recall@10']:7.4f} {row['recall@100']:7.4f} {row['MRR@10']:7.4f}", flush=True)
+        row["paired"] = paired(rows[-1].pop("perQuery"), rows[-2].pop("perQuery"))
+        p = row["paired"]
+        print(f"{'':11} semantic - fixed, nDCG@10 query by query: {p['wins']} better, {p['ties']} equal, "
+              f"{p['losses']} worse; mean {p['meanDifference']:+.4f} (95% {p['interval'][0]:+.4f} to "
+              f"{p['interval'][1]:+.4f})", flush=True)
     results = {"abstracts": len(docs), "queries": len(queries), "rows": rows, "measured": time.strftime("%Y-%m-%d")}
     save_results("chunking", args.quick, results)
     if args.docs and not args.quick:
