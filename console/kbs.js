@@ -62,6 +62,9 @@ function createDialog(ctx) {
     h('option', { value: 'public', text: 'Public: every organisation may search it' }));
   const chunkTokens = h('input', { name: 'chunkTokens', type: 'number', inputmode: 'numeric', placeholder: '500' });
   const chunkOverlap = h('input', { name: 'chunkOverlap', type: 'number', inputmode: 'numeric', placeholder: '50' });
+  const strategy = h('select', { name: 'strategy' },
+    h('option', { value: 'fixed', text: 'Fixed: as many sentences as fit' }),
+    h('option', { value: 'semantic', text: 'Semantic: also end a chunk where the topic changes' }));
   const failure = errorBox();
   const formId = 'create-kb-form';
   const submit = h('button', { type: 'submit', class: 'primary', form: formId, text: 'Create' });
@@ -70,17 +73,18 @@ function createDialog(ctx) {
     h('fieldset', {}, h('legend', { text: 'Chunking (fixed at creation)' }),
       h('div', { class: 'row' },
         field('Tokens per chunk', chunkTokens, 'empty: 500'),
-        field('Overlap tokens', chunkOverlap, 'empty: 50'))),
+        field('Overlap tokens', chunkOverlap, 'empty: 50')),
+      field('Strategy', strategy)),
     failure);
   const { close } = openDialog({ title: 'New knowledge base', body: form, actions: [submit] });
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     failure.clear();
     const body = { name: name.value, description: description.value, visibility: visibility.value };
-    const chunking = {};
+    const chunking = { strategy: strategy.value };
     if (chunkTokens.value !== '') chunking.chunkTokens = Number(chunkTokens.value);
     if (chunkOverlap.value !== '') chunking.chunkOverlap = Number(chunkOverlap.value);
-    if (Object.keys(chunking).length) body.chunking = chunking;
+    body.chunking = chunking;
     try {
       const kb = await busy(submit, api('POST', '/knowledge-bases', body));
       close();
@@ -128,7 +132,7 @@ export async function renderKnowledgeBase(ctx, id) {
     kb.description ? h('p', { class: 'lead', text: kb.description }) : null,
     h('p', { class: 'muted small' },
       badge(kb.visibility), ` ${kb.embedding.provider} · ${kb.embedding.model} (${kb.embedding.dimension} dimensions) · `
-      + `${kb.chunking.chunkTokens}-token chunks, ${kb.chunking.chunkOverlap} overlap · `, h('code', { text: kb.id })),
+      + `${kb.chunking.strategy} ${kb.chunking.chunkTokens}-token chunks, ${kb.chunking.chunkOverlap} overlap · `, h('code', { text: kb.id })),
     failure, stats, documents.section, searchSection(kb));
   documents.refresh();
 }

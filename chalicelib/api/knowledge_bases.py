@@ -35,7 +35,7 @@ def create_knowledge_base(principal):
         raise Invalid.field("embedding", "must be an object {provider, model}")
     chunking = body.get("chunking") or {}
     if not isinstance(chunking, dict):
-        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap}")
+        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap, strategy}")
     kb = kbs.create_knowledge_base(
         principal, name=string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS),
         description=string_field(body, "description", required=False, max_length=limits.DESCRIPTION_MAX_CHARS),
@@ -43,6 +43,7 @@ def create_knowledge_base(principal):
         provider=string_field(embedding, "provider", required=False, max_length=40) or None,
         model=string_field(embedding, "model", required=False, max_length=100) or None,
         chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"),
+        chunk_strategy=chunking.get("strategy"),
         access=kbs.parse_access(body.get("access")), source=_source(body, principal))
     return ok(kb_view(kb, principal), status=201)
 
@@ -92,14 +93,14 @@ def rebuild_knowledge_base(principal, kb_id):
     """Chunk and embed every document again, optionally with new chunk sizes: 202, and the
     rebuild to follow with GET."""
     body = json_body(blueprint.current_request)
-    refuse_unknown(body, {"chunking"}, "is not a field of a rebuild; use chunking {chunkTokens, chunkOverlap}")
+    refuse_unknown(body, {"chunking"}, "is not a field of a rebuild; use chunking {chunkTokens, chunkOverlap, strategy}")
     chunking = body.get("chunking") or {}
     if not isinstance(chunking, dict):
         raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap}")
-    refuse_unknown(chunking, {"chunkTokens", "chunkOverlap"}, "is not a chunk size; use chunkTokens, chunkOverlap",
-                   prefix="chunking.")
+    refuse_unknown(chunking, {"chunkTokens", "chunkOverlap", "strategy"},
+                   "is not a chunking setting; use chunkTokens, chunkOverlap, strategy", prefix="chunking.")
     started = rebuild.start_rebuild(principal, kb_id, chunk_tokens=chunking.get("chunkTokens"),
-                                    chunk_overlap=chunking.get("chunkOverlap"))
+                                    chunk_overlap=chunking.get("chunkOverlap"), strategy=chunking.get("strategy"))
     return ok(rebuild_view(started), status=202)
 
 

@@ -35,7 +35,8 @@ def kb_view(row: dict, viewer: Principal) -> dict:
             "source": row["source"]} if ours else {}),
         "embedding": {"provider": row["embedding_provider"], "model": row["embedding_model"],
                       "dimension": row["embedding_dim"]},
-        "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"]},
+        "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"],
+                     "strategy": row["chunk_strategy"]},
         "stats": {
             "documentCount": stats.get("documentCount", 0), "chunkCount": stats.get("chunkCount", 0),
             "totalTokens": stats.get("totalTokens", 0),

@@ -10,6 +10,7 @@ blank lines and lines; a table's chunks each start with its header row.
 """
 import re
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from chalicelib import limits
 from chalicelib.embeddings.tokens import count_tokens_batch
@@ -39,11 +40,18 @@ _CLOSER = re.compile(r"(?:[}\])]|end\b|fi\b|done\b|esac\b|else\b|elif\b|except\b
 
 
 @dataclass
-class _Unit:
+class Unit:
+    """A sentence, a piece of code or a run of words: what a chunk is packed from. start and
+    end index the document text (the sections joined by SECTION_SEPARATOR)."""
     start: int
     end: int
     tokens: int
     fresh: bool = False  # the first piece of a block too large for a chunk: starts a chunk
+
+
+def validate_strategy(strategy) -> None:
+    if not isinstance(strategy, str) or strategy not in limits.CHUNK_STRATEGIES:
+        raise Invalid.field("chunking.strategy", f"must be one of {', '.join(limits.CHUNK_STRATEGIES)}")
 
 
 def validate_sizes(chunk_tokens: int, overlap: int) -> None:
@@ -54,7 +62,7 @@ def validate_sizes(chunk_tokens: int, overlap: int) -> None:
         raise Invalid.field("chunking.chunkOverlap", "must be an integer from 0 to half of chunkTokens")
 
 
-def _word_units(text: str, a: int, b: int, base: int, max_tokens: int) -> list[_Unit]:
+def _word_units(text: str, a: int, b: int, base: int, max_tokens: int) -> list[Unit]:
     """A span longer than a chunk is cut between words."""
     words = [(a + m.start(), a + m.end()) for m in _WORD.finditer(text[a:b])]
     if not words:
@@ -63,20 +71,20 @@ def _word_units(text: str, a: int, b: int, base: int, max_tokens: int) -> list[_
     units, start, acc = [], words[0][0], 0
     for (x, y), t in zip(words, word_tokens):
         if acc and acc + t > max_tokens:
-            units.append(_Unit(base + start, base + x, acc))
+            units.append(Unit(base + start, base + x, acc))
             start, acc = x, 0
         acc += t
-    units.append(_Unit(base + start, base + words[-1][1], acc))
+    units.append(Unit(base + start, base + words[-1][1], acc))
     return units
 
 
-def _sentence_units(text: str, base: int, max_tokens: int) -> list[_Unit]:
+def _sentence_units(text: str, base: int, max_tokens: int) -> list[Unit]:
     spans = [(m.start(), m.end()) for m in _SENTENCE.finditer(text)]
     counts = count_tokens_batch([text[a:b] for a, b in spans])
     units = []
     for (a, b), n in zip(spans, counts):
         if n <= max_tokens:
-            units.append(_Unit(base + a, base + b, n))
+            units.append(Unit(base + a, base + b, n))
         else:
             units.extend(_word_units(text, a, b, base, max_tokens))
     return units
@@ -115,7 +123,7 @@ def _cuts(text: str, lines: list[tuple[int, int]], level: int) -> list[int]:
     return cuts
 
 
-def _block_units(text: str, a: int, b: int, base: int, max_tokens: int, level: int) -> list[_Unit]:
+def _block_units(text: str, a: int, b: int, base: int, max_tokens: int, level: int) -> list[Unit]:
     """Text[a:b] as units within max_tokens, cut at the coarsest level that does it."""
     lines = [(a + x, a + y) for x, y in _lines(text[a:b])]
     if level > 3 or len(lines) <= 1:
@@ -134,7 +142,7 @@ def _block_units(text: str, a: int, b: int, base: int, max_tokens: int, level: i
     units = []
     for (x, y), n in zip(pieces, counts):
         if n <= max_tokens:
-            units.append(_Unit(base + x, base + y, n))
+            units.append(Unit(base + x, base + y, n))
         else:
             inner = _block_units(text, x, y, base, max_tokens, level + 1)
             if inner:
@@ -143,12 +151,14 @@ def _block_units(text: str, a: int, b: int, base: int, max_tokens: int, level: i
     return units
 
 
-def _line_units(text: str, base: int, max_tokens: int) -> list[_Unit]:
+def _line_units(text: str, base: int, max_tokens: int) -> list[Unit]:
     start = len(text) - len(text.lstrip())
     return _block_units(text, start, len(text.rstrip()), base, max_tokens, 0)
 
 
-def _pack(units: list[_Unit], chunk_tokens: int, overlap: int, floor: int) -> list[list[_Unit]]:
+def pack_units(units: list[Unit], chunk_tokens: int, overlap: int, floor: int) -> list[list[Unit]]:
+    """The fixed strategy: as many units as fit, each chunk starting with the last
+    overlap tokens of the one before."""
     groups, current, size = [], [], 0
     for unit in units:
         if current and (size + unit.tokens > chunk_tokens or unit.fresh):
@@ -197,7 +207,15 @@ def _table_header(text: str) -> str:
     return text.split("\n", 1)[0].strip()
 
 
-def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metadata: dict) -> list[Chunk]:
+# How another strategy groups the units of prose (semantic_chunk.py): given the document
+# text, each run's sentence units, the chunk size, overlap and floor, the chunks of each run.
+PackRuns = Callable[[str, list[list[Unit]], int, int, int], list[list[list[Unit]]]]
+
+
+def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metadata: dict,
+                   pack_runs: Optional[PackRuns] = None) -> list[Chunk]:
+    """The document's chunks; pack_runs groups the units of prose (tables and code are
+    always packed by pack_units), by default pack_units run by run."""
     sections = extracted.sections
     document_text = SECTION_SEPARATOR.join(s.text for s in sections)
     starts, offset = [], 0
@@ -208,7 +226,7 @@ def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metada
     tokens = count_tokens_batch([s.text for s in sections]) if sections else []
     is_table = extracted.content_type in TABLES
     line_structured = is_table or extracted.content_type in LINE_STRUCTURED
-    chunks = []
+    prepared = []  # per run: its sections, the table header its chunks repeat, its units
     for run in _merged(sections, tokens, floor):
         first, last = run[0], run[-1]
         start, end = starts[first], starts[last] + len(sections[last].text)
@@ -220,8 +238,16 @@ def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metada
             if header_tokens > chunk_tokens // 2:  # a header this wide is not repeated
                 header, header_tokens = "", 0
         budget = chunk_tokens - header_tokens
-        units = (_line_units if line_structured else _sentence_units)(text, start, budget)
-        for group in _pack(units, budget, overlap, floor):
+        prepared.append((run, header, header_tokens,
+                         (_line_units if line_structured else _sentence_units)(text, start, budget)))
+    if pack_runs is None or line_structured:
+        grouped = [pack_units(units, chunk_tokens - header_tokens, overlap, floor)
+                   for _, _, header_tokens, units in prepared]
+    else:
+        grouped = pack_runs(document_text, [units for *_, units in prepared], chunk_tokens, overlap, floor)
+    chunks = []
+    for (run, header, header_tokens, _), groups in zip(prepared, grouped):
+        for group in groups:
             a, b = group[0].start, group[-1].end
             body = document_text[a:b].rstrip() if line_structured else document_text[a:b].strip()
             if not body.strip():

@@ -24,6 +24,7 @@ from chalicelib.ingestion import objects
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import Extracted, Limits, extract
+from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
 from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
                                         Chunk, Failure, RunState)
 from chalicelib.storage import chunk_versions
@@ -158,7 +159,7 @@ def chunk_step(event: dict) -> dict:
             return _failed(state, IngestionError(
                 "TOO_MANY_SECTIONS", f"the file has {len(extracted.sections):,} sections (pages, headings);"
                                      f" the limit is {limits.MAX_SECTIONS_PER_FILE:,}"))
-        chunks = chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], doc["metadata"])
+        chunks = _chunked(kb, extracted, doc["metadata"])
         if not chunks:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
         if len(chunks) > limits.MAX_CHUNKS_PER_DOCUMENT:  # before any embedding work
@@ -176,11 +177,20 @@ def chunk_step(event: dict) -> dict:
     return _embed_and_store_here(state, kb, chunks)
 
 
-def _embedded(kb: dict, chunks: list[Chunk]) -> list[list[float]]:
-    """The chunks' vectors from the knowledge base's provider, the time it took as a metric."""
+def _chunked(kb: dict, extracted: Extracted, metadata: dict) -> list[Chunk]:
+    """The document cut by the knowledge base's strategy; the semantic one embeds its
+    sentences with the knowledge base's provider (timed as the chunks' embeddings are)."""
+    if kb["chunk_strategy"] != SEMANTIC:
+        return chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], metadata)
+    return semantic_chunks(extracted, kb["chunk_tokens"], kb["chunk_overlap"], metadata,
+                           lambda sentences: _embedded(kb, sentences))
+
+
+def _embedded(kb: dict, texts: list[str]) -> list[list[float]]:
+    """The texts' vectors from the knowledge base's provider, the time it took as a metric."""
     provider = get_provider(kb["embedding_provider"], kb["embedding_model"])
     started = time.monotonic()
-    vectors = provider.embed_documents([c.content for c in chunks])
+    vectors = provider.embed_documents(texts)
     metrics.record_embedding(provider.name, provider.model, time.monotonic() - started)
     return vectors
 
@@ -190,7 +200,7 @@ def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dic
     embedded and stored by the Chunk task itself, and its run ends there: three task
     invocations (Embed, Store, Finalize) and the batch files' S3 round trips fewer."""
     with _step(state, "embed"):
-        vectors = _embedded(kb, chunks)
+        vectors = _embedded(kb, [c.content for c in chunks])
     with _step(state, "store"):
         stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
     if state.extracted_key:  # otherwise the run wrote no work file
@@ -205,7 +215,7 @@ def embed_step(event: dict) -> str:
         with connection() as conn:
             kb = _knowledge_base(conn, batch.kb_id)
         chunks = [Chunk.from_json(c) for c in objects.read_json(batch.bucket, batch.batch_key)]
-        vectors = _embedded(kb, chunks)
+        vectors = _embedded(kb, [c.content for c in chunks])
         embedded = [replace(c, embedding=v).to_json() for c, v in zip(chunks, vectors)]
         return objects.write_json(batch.bucket, batch.batch_key.replace("chunks-", "embedded-"), embedded)
 

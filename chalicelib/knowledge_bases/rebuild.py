@@ -13,7 +13,7 @@ from chalicelib.documents.entries import rechunk_entries
 from chalicelib.documents.runs import start_ingestion
 from chalicelib.errors import Conflict, NotFound, Transient
 from chalicelib.ids import new_id
-from chalicelib.ingestion.chunk import validate_sizes
+from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
 from chalicelib.knowledge.jobs import invoke_later, jobs_function
 from chalicelib.storage import EVERY_ORGANISATION, acting_for, audit, connection, documents, knowledge_bases
 from chalicelib.storage import rebuilds as rebuild_rows
@@ -23,7 +23,7 @@ STARTED_BATCH = 50  # documents handed to the pipeline between two progress writ
 
 
 def start_rebuild(principal: Principal, kb_id: str, *, chunk_tokens: Optional[int] = None,
-                  chunk_overlap: Optional[int] = None) -> dict:
+                  chunk_overlap: Optional[int] = None, strategy: Optional[str] = None) -> dict:
     """The rebuild's row with its progress. Its owner and the organisation's admins may
     (it may change the chunking); one at a time while its documents are being handed out."""
     jobs_function()
@@ -34,14 +34,17 @@ def start_rebuild(principal: Principal, kb_id: str, *, chunk_tokens: Optional[in
                            code="REBUILD_RUNNING")
         tokens = kb["chunk_tokens"] if chunk_tokens is None else chunk_tokens
         overlap = kb["chunk_overlap"] if chunk_overlap is None else chunk_overlap
+        strategy = kb["chunk_strategy"] if strategy is None else strategy
         validate_sizes(tokens, overlap)
-        knowledge_bases.set_chunking(conn, kb_id, tokens, overlap)
+        validate_strategy(strategy)
+        knowledge_bases.set_chunking(conn, kb_id, tokens, overlap, strategy)
         rebuild_id = new_id("rebuild")
-        chunking = {"chunkTokens": tokens, "chunkOverlap": overlap}
+        chunking = {"chunkTokens": tokens, "chunkOverlap": overlap, "strategy": strategy}
         rebuild_rows.insert(conn, principal, rebuild_id=rebuild_id, kb_id=kb_id, chunking=chunking,
                             total=knowledge_bases.document_count(conn, kb_id))
         audit.write(conn, principal, "rebuild_knowledge_base", "knowledge_base", kb_id,
-                    before={"chunkTokens": kb["chunk_tokens"], "chunkOverlap": kb["chunk_overlap"]},
+                    before={"chunkTokens": kb["chunk_tokens"], "chunkOverlap": kb["chunk_overlap"],
+                            "strategy": kb["chunk_strategy"]},
                     after={**chunking, "rebuildId": rebuild_id})
     try:
         invoke_later({"rebuildId": rebuild_id, "orgId": principal.org_id})

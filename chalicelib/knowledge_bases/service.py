@@ -4,13 +4,14 @@ write audited. Returns storage rows; the API's views shape them."""
 import re
 from typing import Optional
 
+from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_manage, require_writer
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib import freshness, limits
 from chalicelib.errors import Invalid, NotFound
-from chalicelib.ingestion.chunk import validate_sizes
+from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
 from chalicelib.sources import SourceConfig
 from chalicelib.storage import audit, connection, knowledge_bases
@@ -59,8 +60,8 @@ def check_access(visibility: str, access: dict) -> None:
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           visibility: str = "private", provider: Optional[str] = None,
                           model: Optional[str] = None, chunk_tokens: Optional[int] = None,
-                          chunk_overlap: Optional[int] = None, access: Optional[dict] = None,
-                          source: Optional[SourceConfig] = None) -> dict:
+                          chunk_overlap: Optional[int] = None, chunk_strategy: Optional[str] = None,
+                          access: Optional[dict] = None, source: Optional[SourceConfig] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
     access: parse_access's. Raises Invalid naming the field when a setting is not valid."""
     require_writer(principal, "create knowledge bases")
@@ -71,14 +72,16 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
     chunk_tokens = settings.default_chunk_tokens if chunk_tokens is None else chunk_tokens
     chunk_overlap = settings.default_chunk_overlap if chunk_overlap is None else chunk_overlap
     validate_sizes(chunk_tokens, chunk_overlap)
+    chunk_strategy = limits.CHUNK_STRATEGIES[0] if chunk_strategy is None else chunk_strategy
+    validate_strategy(chunk_strategy)
     with connection() as conn:
         knowledge_bases.ensure_vector_index(conn, embedder.dimension)
         with conn.transaction():
             kb_id = knowledge_bases.insert_knowledge_base(
                 conn, principal, name=name, description=description, visibility=visibility,
                 provider=embedder.name, model=embedder.model, dim=embedder.dimension,
-                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, access=access,
-                source=source.as_json() if source else None)
+                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, chunk_strategy=chunk_strategy,
+                access=access, source=source.as_json() if source else None)
             audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
                         after={"name": name, "visibility": visibility, "embeddingModel": embedder.model,
                                **({"access": access} if any(access.values()) else {}),

@@ -17,6 +17,11 @@ class Visibility(str, Enum):
     public = "public"
 
 
+class ChunkingStrategy(str, Enum):
+    fixed = "fixed"
+    semantic = "semantic"
+
+
 KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…).", show_default=False)]
 
 
@@ -32,7 +37,8 @@ def render_kb(kb: dict) -> None:
         ("id", kb["id"]), ("name", kb["name"]), ("description", kb.get("description")),
         ("visibility", kb.get("visibility")),
         ("embedding", f"{embedding.get('provider')} / {embedding.get('model')} ({embedding.get('dimension')} dims)"),
-        ("chunking", f"{chunking.get('chunkTokens')} tokens, overlap {chunking.get('chunkOverlap')}"),
+        ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking.get('chunkTokens')} tokens,"
+                     f" overlap {chunking.get('chunkOverlap')}"),
         ("documents", f"{stats.get('documentCount', 0)} ("
                       + ", ".join(f"{k.lower()} {v}" for k, v in by_status.items()) + ")"),
         ("chunks", stats.get("chunkCount")), ("tokens", stats.get("totalTokens")),
@@ -62,6 +68,9 @@ def create(session: Session,
            chunk_tokens: Annotated[Optional[int], typer.Option(help="Tokens per chunk (fixed at creation;"
                                                                " the service's default is 500).")] = None,
            chunk_overlap: Annotated[Optional[int], typer.Option(help="Tokens shared by neighbouring chunks.")] = None,
+           chunking_strategy: Annotated[Optional[ChunkingStrategy], typer.Option(
+               help="fixed: as many sentences as fit (the default); semantic: a chunk also ends where"
+                    " the topic changes.")] = None,
            visibility: Annotated[Visibility, typer.Option(help="Who may see it.")] = Visibility.private,
            embedding_provider: Annotated[Optional[str], typer.Option(help="local, openai or bedrock.")] = None,
            embedding_model: Annotated[Optional[str], typer.Option(help="The provider's model.")] = None):
@@ -69,7 +78,8 @@ def create(session: Session,
     body: dict = {"name": name, "visibility": visibility.value}
     if description is not None:
         body["description"] = description
-    chunking = {k: v for k, v in (("chunkTokens", chunk_tokens), ("chunkOverlap", chunk_overlap)) if v is not None}
+    chunking = {k: v for k, v in (("chunkTokens", chunk_tokens), ("chunkOverlap", chunk_overlap),
+                                  ("strategy", chunking_strategy and chunking_strategy.value)) if v is not None}
     if chunking:
         body["chunking"] = chunking
     embedding = {k: v for k, v in (("provider", embedding_provider), ("model", embedding_model)) if v}

@@ -23,6 +23,7 @@ spec:
   embedding_provider: local
   vector_store: weaviate-research
   chunking:
+    strategy: semantic
     max_chunk_size: 1000
     overlap: 200
   access:
@@ -66,7 +67,7 @@ def test_apply_creates_then_changes_nothing_and_export_applies_unchanged(admin, 
         ("knowledgebase", "research-docs", "created"), ("agent", "research-agent", "created"),
         ("tool", "research-agent/research-docs", "created")]
     kb = next(k for k in admin.json("kbs", "list")["items"] if k["name"] == "research-docs")
-    assert (kb["visibility"], kb["chunking"]["chunkTokens"], kb["chunking"]["chunkOverlap"]) == ("org", 1000, 200)
+    assert kb["visibility"] == "org" and kb["chunking"] == {"chunkTokens": 1000, "chunkOverlap": 200, "strategy": "semantic"}
     assert kb["access"] == {"readRoles": ["engineer", "researcher"], "readUsers": None,
                             "writeRoles": ["researcher"], "writeUsers": None}
     agent = next(a for a in admin.json("agents", "list")["items"] if a["name"] == "research-agent")

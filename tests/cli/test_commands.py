@@ -15,12 +15,14 @@ pytestmark = pytest.mark.e2e
 def test_knowledge_base_round_trip(cli):
     name = f"Round trip {secrets.token_hex(3)}"
     kb = cli.json("kbs", "create", name, "--description", "first", "--chunk-tokens", "300",
-                  "--visibility", "org")
+                  "--chunking-strategy", "semantic", "--visibility", "org")
     assert (kb["name"], kb["description"], kb["visibility"]) == (name, "first", "org")
-    assert kb["chunking"]["chunkTokens"] == 300
+    assert (kb["chunking"]["chunkTokens"], kb["chunking"]["strategy"]) == (300, "semantic")
     assert kb["id"] in [k["id"] for k in cli.json("kbs", "list")["items"]]
     assert cli.json("kbs", "show", kb["id"])["chunking"]["chunkTokens"] == 300
-    assert name in cli.run("kbs", "show", kb["id"]).stdout
+    shown = cli.run("kbs", "show", kb["id"]).stdout
+    assert name in shown and "semantic, 300 tokens" in shown
+    assert "'fixed', 'semantic'" in cli.run("kbs", "create", "x", "--chunking-strategy", "topics", expect=2).stderr
 
     changed = cli.json("kbs", "update", kb["id"], "--name", name + " renamed", "--visibility", "private")
     assert (changed["name"], changed["visibility"], changed["description"]) == (name + " renamed", "private", "first")

@@ -203,12 +203,15 @@ def test_create_knowledge_base_shows_the_api_refusal_then_creates(driver, user, 
     assert refused.text == expected and "chunkOverlap" in expected
     assert own_knowledge_bases(user) == []  # nothing was made
     fill(box.find_element("css selector", "input[name=chunkOverlap]"), 20)
+    from selenium.webdriver.support.ui import Select
+    Select(box.find_element("css selector", "select[name=strategy]")).select_by_value("semantic")
     shot(driver, "create-knowledge-base")
     button(box, "Create").click()
     no_dialog(driver)
     wait_for(driver, lambda d: d.find_element("css selector", "main h1").text == "Pump manuals")
     (kb,) = own_knowledge_bases(user)
-    assert kb["name"] == "Pump manuals" and kb["chunking"] == {"chunkTokens": 100, "chunkOverlap": 20}
+    assert kb["name"] == "Pump manuals"
+    assert kb["chunking"] == {"chunkTokens": 100, "chunkOverlap": 20, "strategy": "semantic"}
     assert driver.current_url.endswith(f"#/knowledge-bases/{kb['id']}")
     state["kb"] = kb
 

@@ -28,7 +28,8 @@ def test_a_rebuild_rechunks_every_document_and_search_answers_throughout(local_e
     before = _data(api.call("GET", path))["stats"]["chunkCount"]
 
     rebuild = _data(api.call("POST", f"{path}/rebuild", {"chunking": {"chunkTokens": 100, "chunkOverlap": 10}}), 202)
-    assert rebuild["documents"]["total"] == 2 and rebuild["chunking"] == {"chunkTokens": 100, "chunkOverlap": 10}
+    assert rebuild["documents"]["total"] == 2
+    assert rebuild["chunking"] == {"chunkTokens": 100, "chunkOverlap": 10, "strategy": "fixed"}
     deadline, answered = time.monotonic() + 120, []
     while rebuild["status"] == "RUNNING" and time.monotonic() < deadline:
         found = _data(api.call("POST", f"{path}/search", {"query": "pressure of the cooling pump", "strategy": "keyword"}))
@@ -39,7 +40,7 @@ def test_a_rebuild_rechunks_every_document_and_search_answers_throughout(local_e
     assert rebuild["documents"] == {"total": 2, "started": 2, "processed": 2, "failed": 0}
     assert answered and min(answered) > 0  # never a gap while the documents were re-chunked
     after = _data(api.call("GET", path))
-    assert after["chunking"] == {"chunkTokens": 100, "chunkOverlap": 10}
+    assert after["chunking"] == {"chunkTokens": 100, "chunkOverlap": 10, "strategy": "fixed"}
     assert after["stats"]["chunkCount"] >= before * 2, (before, after["stats"])
     assert max(r["tokens"] for r in _data(api.call("POST", f"{path}/search", {
         "query": "valve pressure", "topK": 20}))["results"]) <= 100
