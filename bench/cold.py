@@ -307,7 +307,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("imports", "invoke", "burst", "limit"))
     args = parser.parse_args()
     runs = args.runs or (1 if args.quick else 5)  # --quick checks the harness: one run of each
-    clients = min(args.clients, 8) if args.quick else args.clients
+    clients = min(args.clients, 4) if args.quick else args.clients
     results: dict = {"runs": runs, "targetP95Ms": TARGET_P95_MS}
     steps = {"imports": lambda: imports(runs), "invoke": lambda: invoke(runs), "burst": lambda: burst(clients),
              "limit": lambda: limit(clients)}

@@ -338,9 +338,9 @@ def report(r: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=300)
-    parser.add_argument("--quick", action="store_true", help="24 files: checks the harness runs")
+    parser.add_argument("--quick", action="store_true", help="12 files: checks the harness runs")
     args = parser.parse_args()
-    results = run(24 if args.quick else args.files, bracket=not args.quick)
+    results = run(12 if args.quick else args.files, bracket=not args.quick)
     save_results("real-folder", args.quick, results)
     print("\n".join(lines(results)))
 

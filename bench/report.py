@@ -12,6 +12,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 
 from common import ROOT
@@ -29,7 +30,9 @@ def machine() -> str:
 
 
 def run_script(name: str, *args: str) -> None:
+    started = time.monotonic()
     subprocess.run([sys.executable, "-u", str(ROOT / "bench" / name), *args], check=True, cwd=ROOT / "bench")
+    print(f"[{name} {' '.join(args)}: {time.monotonic() - started:.0f} s]", flush=True)
 
 
 def load(name: str) -> dict:

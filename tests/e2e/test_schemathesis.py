@@ -19,6 +19,10 @@ schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml")
 # default (both modes) the coverage phase sent 2,400 mostly negative cases, 774 to POST /search
 # alone: 206 s of make test; valid ones only, 847 cases in 54 s.
 schema.config.generation.update(modes=[GenerationMode.POSITIVE])
+# Generated examples only, not the coverage phase's boundary cases: with issue 31's routes they
+# took 57 of the test's 77 s (20 s without), and make test passed its 15 minutes. Boundaries that
+# matter are in the hand-written tests by name (test_hostile_input.py, test_api.py).
+schema.config.phases.update(phases=["examples", "fuzzing"])
 # No DELETE: its hostile part may be nothing but the path, which would remove the targets.
 # Nor the three GETs that take nothing to make hostile (schemathesis skips them).
 hostile = (schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml").exclude(method="DELETE")
@@ -50,11 +54,11 @@ KEEP = {("DELETE", "/knowledge-bases/{kb_id}"), ("DELETE", "/agents/{agent_id}")
         ("DELETE", "/agents/{agent_id}/tools/{tool_id}")}
 
 
-# Fuzzed examples per operation: 6 and 8 (were 12 and 15); derandomized, so each run sends the
-# same cases, and the hand-written tests (test_hostile_input.py, test_api.py) hold the cases that
-# matter by name.
+# Fuzzed examples per operation: 10 and 6 (were 12 and 15, then 6 and 8); derandomized, so each
+# run sends the same cases, and the hand-written tests (test_hostile_input.py, test_api.py) hold
+# the cases that matter by name.
 @schema.parametrize()
-@settings(max_examples=6, deadline=None, derandomize=True,
+@settings(max_examples=10, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_openapi_document(case, target):
     if (case.method, case.path) not in KEEP:
@@ -66,7 +70,7 @@ def test_api_conforms_to_its_openapi_document(case, target):
 
 
 @hostile.parametrize()
-@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_hostile_requests_never_get_a_5xx(case, target):
     """Aimed at the real knowledge base, agent and tool where the operation names one."""
     for name in ("kb_id", "agent_id", "tool_id"):

@@ -119,3 +119,14 @@ def test_a_put_that_lands_after_the_expiry_gets_its_document_ingested(kb, emulat
     assert answer["started"] == [doc_id]
     row = _row(doc_id)
     assert (row["status"], row["error_code"]) == ("PENDING", None) and row["execution_arn"]
+
+
+def test_a_late_created_event_for_an_object_deleted_since_starts_nothing(kb):
+    """An ObjectCreated that arrives after its object was deleted (a mirrored copy whose
+    original went) must not bring the document back."""
+    key = f"kb/{kb[1]}/gone-before-its-event.txt"
+    answer = trigger.handle_s3_event({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": {
+        "bucket": {"name": load_settings().bucket}, "object": {"key": key, "size": 12}}}]})
+    assert answer == {"started": [], "deleted": 0, "skipped": 1}
+    with connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM documents WHERE s3_key = %s", (key,)).fetchone()["n"] == 0
