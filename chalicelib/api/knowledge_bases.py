@@ -22,7 +22,8 @@ def _visibility(body: dict, *, required: bool) -> str:
 
 
 def _source(body: dict, principal):
-    return parse_source(body.get("source"), principal.org_id, load_settings().bucket)
+    settings = load_settings()
+    return parse_source(body.get("source"), principal.org_id, settings.bucket, settings.url_private_addresses_allowed)
 
 
 @blueprint.route("/knowledge-bases", methods=["POST"])

@@ -91,6 +91,19 @@ def _resolve(host: str, port: int, allow_private: bool, deadline: _Deadline) -> 
     return addresses[0]
 
 
+def require_public_host(url: str, field: str) -> None:
+    """An endpoint the service will call on a caller's word (a knowledge base's source bucket's
+    endpointUrl): https, and every address its host resolves to public, or Invalid naming
+    the field. The fetch's rules, without fetching anything."""
+    try:
+        parts, host, port = _parts(url)
+        if parts.scheme != "https":
+            raise _refuse(f"{url} is not an https URL")
+        _resolve(host, port, allow_private=False, deadline=_Deadline(limits.URL_TOTAL_SECONDS, url))
+    except Invalid as err:
+        raise Invalid.field(field, err.message.split(": ", 1)[-1]) from None
+
+
 def _parts(url: str) -> tuple[SplitResult, str, int]:
     """The URL's parts, its host as sent (IDNA, ASCII) and its port; a URL that does not
     parse (a port past 65535, a broken IPv6 literal, a name IDNA refuses) is refused."""

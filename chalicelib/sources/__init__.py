@@ -63,11 +63,13 @@ class SourceConfig:
         return (not self.include or hit(self.include)) and not (self.exclude and hit(self.exclude))
 
 
-def parse_source(value, org_id: str, own_bucket: str) -> Optional[SourceConfig]:
+def parse_source(value, org_id: str, own_bucket: str, allow_private: bool) -> Optional[SourceConfig]:
     """The API's `source` object; None (or null) is the bucket prefix alone. A source bucket
     is never the deployment's own (its other knowledge bases are other tenants'), and its
     secret is one made for the caller's organisation: named kb-sources/{orgId}/... (the
-    functions' role reads no other secrets, and reaches no other bucket without one)."""
+    functions' role reads no other secrets, and reaches no other bucket without one). An
+    endpointUrl is https at a public address unless private ones are allowed (the local
+    stack), as a document fetched from a URL."""
     if value is None:
         return None
     if not isinstance(value, dict) or value.get("type") not in KINDS:
@@ -109,8 +111,12 @@ def parse_source(value, org_id: str, own_bucket: str) -> Optional[SourceConfig]:
     if secret is not None and f":secret:{limits.SOURCE_SECRET_PREFIX}{org_id}/" not in secret:
         raise Invalid.field("source.secretArn", f"must name a secret whose name starts with"
                                                 f" {limits.SOURCE_SECRET_PREFIX}{org_id}/ (your organisation's)")
+    endpoint = text("endpointUrl")
+    if endpoint is not None and not allow_private:
+        from chalicelib.documents.url_fetch import require_public_host
+        require_public_host(endpoint, "source.endpointUrl")
     return SourceConfig("s3", bucket=bucket, prefix=(text("prefix") or "").strip("/"),
-                        endpoint_url=text("endpointUrl"), region=text("region"), secret_arn=secret,
+                        endpoint_url=endpoint, region=text("region"), secret_arn=secret,
                         include=globs("include"), exclude=globs("exclude"))
 
 

@@ -40,6 +40,9 @@ def _load(s3, bucket: str, kb_id: str) -> dict[str, str]:
 
 def mirror(kb_id: str, config: SourceConfig) -> MirrorReport:
     settings, s3 = load_settings(), client("s3")
+    if config.endpoint_url and not settings.url_private_addresses_allowed:  # its name may point elsewhere now
+        from chalicelib.documents.url_fetch import require_public_host
+        require_public_host(config.endpoint_url, "source.endpointUrl")
     bucket, prefix = settings.bucket, knowledge_base_prefix(kb_id)
     manifest = _load(s3, bucket, kb_id)
     adapter = _reached(config, lambda: adapter_for(config))
