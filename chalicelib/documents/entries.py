@@ -136,13 +136,16 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
                  type=item.type, confidence=item.confidence)
 
 
-def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, content: str,
+def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, content: str, level: str,
                   provenance: dict, supersede: tuple[str, ...] = ()) -> Optional[Entry]:
     """Seed 003's "merged": the entry holds the merged content from now on (re-chunked,
     re-embedded, re-indexed for keyword search), what it said before kept in its history;
     the entries in `supersede` leave search, their text kept in the same history. None,
-    with nothing changed, when the entry is gone from the caller's sight or its audience
-    holds the merged text already (the caller records a sighting instead)."""
+    with nothing changed, when the caller may not rewrite them all (below), an entry is gone
+    from its sight, or the audience holds the merged text already: the caller records a
+    sighting instead. A merge rewrites only what the caller could change by hand (an admin
+    any entry it reads, a writer its own: set_entry_level's rule) and never carries an
+    item's knowledge to a wider level than the item's own (`level`)."""
     chunks = chunk_document(Extracted(TEXT, [Section(content)]), kb["chunk_tokens"], kb["chunk_overlap"], {})
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
         [f"{title}\n{c.content}" for c in chunks])
@@ -155,6 +158,8 @@ def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, 
                 return None
             others = [o for o in (documents.readable_entry(conn, principal, kb["id"], i) for i in supersede
                                   if i != entry_id) if o is not None and not o["superseded_by"]]
+            if not all(_may_merge(principal, r, level) for r in (row, *others)):
+                return None
             by_entry: dict[str, list[dict]] = {}
             for chunk in entry_chunks.of_entries(conn, principal, [kb["id"]], [entry_id, *(o["id"] for o in others)]):
                 by_entry.setdefault(chunk["document_id"], []).append(chunk)
@@ -201,6 +206,11 @@ def rechunk_entries(kb: dict) -> int:
     if done:
         freshness.bump(kb["id"])
     return done
+
+
+def _may_merge(principal: Principal, row: dict, level: str) -> bool:
+    own = principal.is_admin or row["created_by"] == principal.user_id
+    return own and ENTRY_LEVELS.index(row["level"] or "individual") <= ENTRY_LEVELS.index(level)
 
 
 def search_entries(principal: Principal, query: str, max_results: int,

@@ -198,14 +198,16 @@ def extract(principal: Principal, agent_id: str, conversation: Conversation,
         if decision is not None and decision.result == "merged":
             target = decision.replaces[0]
             updated = rewrite_entry(principal, kb, target, title=item.title, content=decision.merged_content,
-                                    provenance={**provenance, "decision": "merged"}, supersede=decision.replaces[1:])
+                                    level=item.level, provenance={**provenance, "decision": "merged"},
+                                    supersede=decision.replaces[1:])
             if updated is not None:
                 near = next(c for c in candidates if c.entry_id == target)
                 outcomes.append(Outcome(item, "updated", entry_id=target, similarity=round(near.similarity, 4),
                                         decision=decision, superseded=decision.replaces[1:]))
                 continue
-            decision = Decision("existing", decision.reasoning + " (the merged text is held already: recorded"
-                                " as a sighting)")
+            decision = Decision("existing", decision.reasoning + " (not rewritten: an entry the caller may not"
+                                " change, a wider level than the item's, or the merged text held already;"
+                                " recorded as a sighting)")
         if decision is not None and decision.result == "existing":
             near = candidates[0]
             with connection() as conn:

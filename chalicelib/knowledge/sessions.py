@@ -10,7 +10,7 @@ from typing import Optional
 from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import require_writer
-from chalicelib.errors import Conflict, Invalid, NotFound
+from chalicelib.errors import Conflict, Forbidden, Invalid, NotFound
 from chalicelib.ids import new_id
 from chalicelib.knowledge import jobs
 from chalicelib.knowledge.extract import check_access, check_messages, parse_conversation
@@ -91,24 +91,37 @@ def add_messages(principal: Principal, agent_id: str, session_id: str, messages)
 
 def complete_session(principal: Principal, agent_id: str, session_id: str, *,
                      knowledge_base_id: Optional[str] = None, extract: bool = True) -> tuple[Session, bool]:
-    """(the session, whether this call started its extraction)."""
+    """(the session, whether this call started its extraction). The session is claimed under
+    its lock, so two completions start one job and the job extracts every message the
+    session held when it was claimed; a job that cannot be started opens it again."""
     with connection() as conn:
         row = _session(conn, principal, agent_id, session_id)
     if row["status"] == "COMPLETED":
         return get_session(principal, agent_id, session_id), False
     target = knowledge_base_id or row["knowledge_base_id"]
-    job = None
-    texts = [m for m in row["messages"] if m["content"].strip()]
-    if extract and texts:
+    wants = extract and any(m["content"].strip() for m in row["messages"])
+    if wants:
+        if row["user_id"] != principal.user_id:
+            raise Forbidden("a session's knowledge is extracted as the user who recorded it: only they complete it"
+                            " with extraction; extract: false ends it")
         if target is None:
             raise Invalid.field("knowledgeBaseId", "names the knowledge base the session's knowledge goes to"
                                                    " (or send extract: false)")
         chat_model()  # LLM_NOT_CONFIGURED before anything changes: the session stays open
-        conversation = parse_conversation({"messages": row["messages"], "knowledgeBaseId": target})
-        job = jobs.start(principal, agent_id, conversation)
+        check_access(principal, agent_id, target)
     with connection() as conn, conn.transaction():
         row = _session(conn, principal, agent_id, session_id, for_update=True)
-        if row["status"] == "COMPLETED":  # another call won: its job stands (extraction merges duplicates)
+        if row["status"] == "COMPLETED":  # another completion claimed it first: its job stands
             return Session.of(row), False
-        row = session_rows.complete(conn, session_id, knowledge_base_id=target, job_id=job["id"] if job else None)
-    return Session.of(row, job), job is not None
+        row = session_rows.complete(conn, session_id, knowledge_base_id=target, job_id=None)
+    if not wants:
+        return Session.of(row), False
+    try:
+        job = jobs.start(principal, agent_id, parse_conversation({"messages": row["messages"], "knowledgeBaseId": target}))
+    except Exception:
+        with connection() as conn:
+            session_rows.reopen(conn, session_id)
+        raise
+    with connection() as conn:
+        row = session_rows.set_job(conn, session_id, job["id"])
+    return Session.of(row, job), True

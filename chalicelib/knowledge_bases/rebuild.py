@@ -49,7 +49,8 @@ def start_rebuild(principal: Principal, kb_id: str, *, chunk_tokens: Optional[in
     try:
         invoke_later({"rebuildId": rebuild_id, "orgId": principal.org_id})
     except Transient:
-        with connection() as conn:
+        with connection() as conn, conn.transaction():  # nothing rebuilt: the old chunking again
+            knowledge_bases.set_chunking(conn, kb_id, kb["chunk_tokens"], kb["chunk_overlap"], kb["chunk_strategy"])
             rebuild_rows.finish(conn, rebuild_id, error={"code": "NOT_STARTED", "message": "the invocation failed"})
         raise
     return get_rebuild(principal, kb_id)
@@ -68,8 +69,8 @@ def run(event: dict) -> dict:
     rebuild_id = event.get("rebuildId")
     with acting_for(EVERY_ORGANISATION):
         with connection() as conn:
-            row = rebuild_rows.get(conn, rebuild_id) if isinstance(rebuild_id, str) else None
-            if row is None or row["fanned_out_at"] is not None:
+            row = rebuild_rows.claim(conn, rebuild_id) if isinstance(rebuild_id, str) else None
+            if row is None:
                 return {"ran": False, "reason": f"rebuild {rebuild_id} is not waiting"}
             kb = knowledge_bases.get_for_pipeline(conn, row["kb_id"])
             files = documents.files_in(conn, row["kb_id"]) if kb else []

@@ -30,9 +30,13 @@ class SourceObject:
     version: str  # changes whenever the object does (an ETag, or size and mtime)
 
 
+class TooLargeObject(Exception):
+    """download() met more than max_bytes, whatever the listing said the size was."""
+
+
 class FilesAdapter(Protocol):
     def list(self) -> Iterator[SourceObject]: ...
-    def download(self, path: str) -> bytes: ...
+    def download(self, path: str, max_bytes: int) -> bytes: ...  # TooLargeObject past max_bytes
     def upload(self, path: str, data: bytes) -> None: ...
 
 
@@ -113,6 +117,9 @@ def parse_source(value, org_id: str, own_bucket: str, allow_private: bool) -> Op
                                                 f" {limits.SOURCE_SECRET_PREFIX}{org_id}/ (your organisation's)")
     endpoint = text("endpointUrl")
     if endpoint is not None and not allow_private:
+        if secret is None:  # the functions' own credentials are never sent to a caller's endpoint
+            raise Invalid.field("source.secretArn", "is required with an endpointUrl: the store's own credentials,"
+                                                    f" in a secret named {limits.SOURCE_SECRET_PREFIX}{org_id}/...")
         from chalicelib.documents.url_fetch import require_public_host
         require_public_host(endpoint, "source.endpointUrl")
     return SourceConfig("s3", bucket=bucket, prefix=(text("prefix") or "").strip("/"),
@@ -152,8 +159,13 @@ class S3Files:
                 if not item["Key"].endswith("/"):
                     yield SourceObject(item["Key"][len(self.prefix):], item["Size"], item["ETag"].strip('"'))
 
-    def download(self, path: str) -> bytes:
-        return self.s3.get_object(Bucket=self.bucket, Key=self.prefix + path)["Body"].read()
+    def download(self, path: str, max_bytes: int) -> bytes:
+        body = self.s3.get_object(Bucket=self.bucket, Key=self.prefix + path)["Body"]
+        data = body.read(max_bytes + 1)  # a store that lists 1 byte and serves gigabytes stops here
+        body.close()
+        if len(data) > max_bytes:
+            raise TooLargeObject(path)
+        return data
 
     def upload(self, path: str, data: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self.prefix + path, Body=data)
@@ -176,8 +188,12 @@ class FolderFiles:
                 version = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:32]
                 yield SourceObject(path.relative_to(self.root).as_posix(), stat.st_size, version)
 
-    def download(self, path: str) -> bytes:
-        return (self.root / path).read_bytes()
+    def download(self, path: str, max_bytes: int) -> bytes:
+        with (self.root / path).open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise TooLargeObject(path)
+        return data
 
     def upload(self, path: str, data: bytes) -> None:
         target = self.root / path

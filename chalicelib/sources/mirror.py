@@ -13,7 +13,7 @@ from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.errors import BadUpstream
 from chalicelib.ingestion.objects import knowledge_base_prefix
-from chalicelib.sources import SourceConfig, adapter_for
+from chalicelib.sources import SourceConfig, TooLargeObject, adapter_for
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,12 @@ def mirror(kb_id: str, config: SourceConfig) -> MirrorReport:
             if found.size > settings.max_file_bytes or len((prefix + path).encode("utf-8")) > 1024:
                 skipped.append(path)
                 continue
-            s3.put_object(Bucket=bucket, Key=prefix + path, Body=_reached(config, lambda: adapter.download(path)))
+            try:
+                data = _reached(config, lambda: adapter.download(path, settings.max_file_bytes))
+            except TooLargeObject:
+                skipped.append(path)
+                continue
+            s3.put_object(Bucket=bucket, Key=prefix + path, Body=data)
             manifest[path] = found.version
             copied += 1
         for path in sorted(set(manifest) - set(listing)):  # only copies: what the source no longer holds

@@ -32,11 +32,20 @@ def get(conn: psycopg.Connection, rebuild_id: str) -> Optional[dict]:
 
 
 def running(conn: psycopg.Connection, kb_id: str) -> Optional[str]:
-    """A rebuild of this knowledge base not yet handed whole to the pipeline."""
+    """A rebuild of this knowledge base not yet handed whole to the pipeline; one older than
+    the jobs function's 15-minute timeout ended without a word and blocks nothing."""
     row = conn.execute("SELECT id FROM kb_rebuilds WHERE kb_id = %s AND fanned_out_at IS NULL AND error IS NULL"
-                       " AND created_at > now() - interval '1 hour' ORDER BY created_at DESC LIMIT 1",
+                       " AND created_at > now() - interval '16 minutes' ORDER BY created_at DESC LIMIT 1",
                        (kb_id,)).fetchone()
     return row["id"] if row else None
+
+
+def claim(conn: psycopg.Connection, rebuild_id: str) -> Optional[dict]:
+    """The rebuild, for the one invocation that hands its documents out (a retried or
+    repeated invocation claims nothing)."""
+    claimed = conn.execute("UPDATE kb_rebuilds SET claimed_at = now() WHERE id = %s AND claimed_at IS NULL"
+                           " AND error IS NULL RETURNING id", (rebuild_id,)).fetchone()
+    return get(conn, rebuild_id) if claimed else None
 
 
 def count_started(conn: psycopg.Connection, rebuild_id: str, n: int) -> None:

@@ -43,3 +43,14 @@ def complete(conn: psycopg.Connection, session_id: str, *, knowledge_base_id: Op
         " knowledge_base_id = coalesce(%s, s.knowledge_base_id), job_id = %s"
         f" WHERE s.id = %s RETURNING {SESSION_COLUMNS}",
         (knowledge_base_id, job_id, session_id)).fetchone()
+
+
+def set_job(conn: psycopg.Connection, session_id: str, job_id: str) -> dict:
+    return conn.execute(f"UPDATE agent_sessions s SET job_id = %s, updated_at = now() WHERE s.id = %s"
+                        f" RETURNING {SESSION_COLUMNS}", (job_id, session_id)).fetchone()
+
+
+def reopen(conn: psycopg.Connection, session_id: str) -> None:
+    """A completion whose extraction could not be started: the session is open again."""
+    conn.execute("UPDATE agent_sessions SET status = 'OPEN', completed_at = NULL, updated_at = now()"
+                 " WHERE id = %s AND job_id IS NULL", (session_id,))

@@ -298,3 +298,24 @@ def test_the_model_decides_new_existing_or_merged_and_a_merge_is_a_new_version(t
     semantic = search(editor, SearchRequest(knowledge_base_ids=(kb["id"],), query="when do production deploys happen",
                                             top_k=10, strategy="semantic"))
     assert gone not in {p.document_id for p in semantic.passages}
+
+
+def test_a_merge_rewrites_only_what_its_writer_could_change_by_hand(team):
+    """A model's `merged` never lets an editor rewrite or supersede another user's entry, nor
+    carry an item's knowledge to a wider level than its own (the review of issue 31)."""
+    from chalicelib.documents.entries import rewrite_entry
+
+    kb, editor, admin = team["kb"], team["editor"], team["admin"]
+    theirs = entries.create_entry(admin, kb["id"], title="Policy", content="Deploys need two approvals.",
+                                  metadata={}, level="organisation")
+    mine = entries.create_entry(editor, kb["id"], title="Mine", content="Deploys need one approval.", metadata={})
+    merged = "Deploys need one approval, and two for database changes."
+    assert rewrite_entry(editor, kb, theirs.id, title="x", content=merged, level="organisation", provenance={}) is None
+    assert rewrite_entry(editor, kb, mine.id, title="x", content=merged, level="individual", provenance={},
+                         supersede=(theirs.id,)) is None
+    assert rewrite_entry(admin, kb, theirs.id, title="x", content=merged, level="individual", provenance={}) is None
+    stored = _entries(kb["id"])
+    assert stored[theirs.id]["history"] == [] and stored[theirs.id]["superseded_by"] is None
+    assert stored[mine.id]["history"] == []
+    assert rewrite_entry(editor, kb, mine.id, title="Mine", content=merged, level="individual", provenance={}) is not None
+    assert [h["content"] for h in _entries(kb["id"])[mine.id]["history"]] == ["Deploys need one approval."]

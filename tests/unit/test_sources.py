@@ -15,7 +15,9 @@ from chalicelib.sources import parse_source
 ])
 def test_an_endpoint_inside_a_network_or_without_tls_is_refused_on_aws(endpoint, why):
     with pytest.raises(Invalid) as err:
-        parse_source({"type": "s3", "bucket": "team", "endpointUrl": endpoint}, "org_1", "own", allow_private=False)
+        parse_source({"type": "s3", "bucket": "team", "endpointUrl": endpoint,
+                      "secretArn": "arn:aws:secretsmanager:eu-west-1:1:secret:kb-sources/org_1/s"}, "org_1", "own",
+                     allow_private=False)
     assert err.value.message.startswith("source.endpointUrl:") and why in err.value.message
 
 
@@ -31,3 +33,20 @@ def test_the_local_stack_may_name_its_own_endpoint_and_a_secret_is_the_organisat
     with pytest.raises(Invalid) as err:
         parse_source({"type": "s3", "bucket": "own"}, "org_1", "own", False)
     assert err.value.message.startswith("source.bucket")
+
+
+def test_an_endpoint_on_aws_needs_the_stores_own_credentials():
+    with pytest.raises(Invalid) as err:
+        parse_source({"type": "s3", "bucket": "team", "endpointUrl": "https://storage.example.com"}, "org_1", "own",
+                     allow_private=False)
+    assert err.value.message.startswith("source.secretArn") and "kb-sources/org_1/" in err.value.message
+
+
+def test_a_download_stops_at_the_limit_whatever_the_listing_said(tmp_path):
+    from chalicelib.sources import FolderFiles, SourceConfig, TooLargeObject
+
+    (tmp_path / "big.txt").write_bytes(b"x" * 101)
+    files = FolderFiles(SourceConfig("folder", path=str(tmp_path)))
+    assert files.download("big.txt", 101) == b"x" * 101
+    with pytest.raises(TooLargeObject):
+        files.download("big.txt", 100)

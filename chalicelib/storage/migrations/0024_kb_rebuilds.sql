@@ -13,6 +13,7 @@ CREATE TABLE kb_rebuilds (
     started      integer NOT NULL DEFAULT 0,  -- documents handed to the pipeline so far
     error        jsonb,
     created_at   timestamptz NOT NULL DEFAULT now(),
+    claimed_at   timestamptz,  -- the jobs function's invocation that hands the documents out (one only)
     fanned_out_at timestamptz
 );
 CREATE INDEX kb_rebuilds_kb_idx ON kb_rebuilds (kb_id, created_at DESC);
