@@ -110,6 +110,16 @@ class Client:
     def get(self, path: str, **kwargs) -> Any:
         return self.request("GET", path, **kwargs)
 
+    def every(self, path: str, params: Optional[dict] = None) -> list:
+        """Every item of a paged list ({items, nextToken}), from the page params name on."""
+        params = params or {}
+        data = self.get(path, params=params)
+        items = list(data["items"])
+        while data.get("nextToken"):
+            data = self.get(path, params={**params, "nextToken": data["nextToken"]})
+            items += data["items"]
+        return items
+
     def post(self, path: str, json: Any = None, **kwargs) -> Any:
         return self.request("POST", path, json=json if json is not None else {}, **kwargs)
 

@@ -28,21 +28,11 @@ class Change:
         return {"kind": self.kind, "name": self.name, "action": self.action, "detail": self.detail}
 
 
-def _every(client: Client, path: str) -> list[dict]:
-    items, token = [], None
-    while True:
-        page = client.get(path, params={"limit": 100, **({"nextToken": token} if token else {})})
-        items += page["items"]
-        token = page.get("nextToken")
-        if not token:
-            return items
-
-
 def own_knowledge_bases(client: Client) -> dict[str, dict]:
     """The caller's organisation's knowledge bases it sees, by name (another organisation's
     public ones carry no organizationId and are not the caller's to define)."""
     by_name: dict[str, dict] = {}
-    for kb in _every(client, "/knowledge-bases"):
+    for kb in client.every("/knowledge-bases", {"limit": 100}):
         if kb.get("organizationId"):
             if kb["name"] in by_name:
                 raise CliError("AMBIGUOUS_NAME", f"two knowledge bases are named {kb['name']} ({by_name[kb['name']]['id']},"

@@ -226,7 +226,7 @@ def sync_folder(session: Session,
     client.get(f"/knowledge-bases/{kb}")
     local = {item.source.remote for item in plan.items}
     params = {"limit": 1000, "sort": "path", **({"prefix": f"{prefix}/"} if prefix else {})}
-    gone = [d for d in _every_document(client, kb, params) if d.get("path") and d["path"] not in local
+    gone = [d for d in client.every(docs_path(kb), params) if d.get("path") and d["path"] not in local
             and upload.selected(PurePosixPath(d["path"][len(prefix) + 1:] if prefix else d["path"]), include, exclude)]
     results = _send(session, client, kb, plan, None, concurrency, wait, timeout) if plan.items else []
     failed = any(item.failed for item in plan.items)
@@ -244,15 +244,6 @@ def sync_folder(session: Session,
     session.emit(results, lambda r: render_upload(r, wait))
     if failed:
         raise typer.Exit(1)
-
-
-def _every_document(client: Client, kb: str, params: dict) -> list[dict]:
-    data, items = client.get(docs_path(kb), params=params), []
-    items += data["items"]
-    while data.get("nextToken"):
-        data = client.get(docs_path(kb), params={**params, "nextToken": data["nextToken"]})
-        items += data["items"]
-    return items
 
 
 @command(app, "list")
@@ -275,7 +266,7 @@ def list_(session: Session, kb: KbOption,
     client = session.client()
     params = {"status": status, "prefix": prefix, "sort": sort.value,
               "limit": limit, "nextToken": next_token}
-    data = ({"items": _every_document(client, kb, params), "nextToken": None} if all_
+    data = ({"items": client.every(docs_path(kb), params), "nextToken": None} if all_
             else client.get(docs_path(kb), params=params))
     session.emit(data, render_docs)
 
