@@ -17,7 +17,7 @@ from chalicelib.errors import Conflict, Forbidden, NotFound
 from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
-from chalicelib.retrieval import Passage, SearchRequest, search
+from chalicelib.retrieval import Passage, SearchRequest, bm25, search
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import audit, connection, document_status, documents, entry_chunks, knowledge_bases
 from chalicelib.storage.filters import SearchFilters
@@ -131,6 +131,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
         audit.write(conn, principal, "create_entry", "document", entry_id,
                     after={"knowledgeBaseId": kb_id, "title": item.title, "level": item.level or "individual"})
     freshness.bump(kb_id)
+    bm25.fold_tail(kb_id)
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
                  type=item.type, confidence=item.confidence)
@@ -205,6 +206,7 @@ def rechunk_entries(kb: dict) -> int:
         done += 1
     if done:
         freshness.bump(kb["id"])
+        bm25.fold_tail(kb["id"])
     return done
 
 

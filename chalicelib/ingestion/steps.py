@@ -27,6 +27,7 @@ from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
 from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
                                         Chunk, Failure, RunState)
+from chalicelib.retrieval import bm25
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, documents, knowledge_bases
@@ -231,6 +232,7 @@ def store_step(event: dict) -> dict:
             stored = _store_in_batches(conn, state, kb)
     if stored:
         freshness.bump(state.kb_id)
+        bm25.fold_tail(state.kb_id)
     if not stored:
         logger.info("a newer run owns the document; its chunks were left alone")
     return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
@@ -270,6 +272,7 @@ def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
             content_hash=state.content_hash)
     if stored:
         freshness.bump(state.kb_id)
+        bm25.fold_tail(state.kb_id)
     else:
         logger.info("a newer run owns the document; its chunks were left alone")
     return stored

@@ -27,7 +27,7 @@ from chalicelib import limits, metrics
 from chalicelib.auth import Principal
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import policy, rerank, results_cache
+from chalicelib.retrieval import bm25, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import pack, summarise
 from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
@@ -206,25 +206,34 @@ def _semantic(conn, principal, request: SearchRequest, kb_ids: list[str], dim: i
 
 
 def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int) -> tuple[list[dict], int]:
-    """The keyword list, `pool` deep, and the knowledge bases' chunk count it read: BM25's
-    first pass, and its second when the first may have missed some of the request's top_k
-    (policy.bm25_exact_pass); scores as a share of the best. A deeper pool (hybrid's, a
-    reranker's) is exact in its top_k and the first pass's below: made exact to its 40th,
-    hybrid's keyword list read more postings, for candidates that fusion ranks below the
-    top 10 anyway."""
+    """The keyword list, `pool` deep, and the knowledge bases' chunk count it read; scores as
+    a share of the best. BM25's exact top (bm25.top) over the postings, of which the rows
+    the caller may read and the filters keep; when they keep fewer than `pool` even of a
+    deeper ranking, or the question is in web-search syntax, every matching chunk is scored
+    (the GIN path), which is exact under any filter."""
     words = terms.query_terms(conn, request.query)
     stats = terms.statistics(conn, kb_ids, words)
-    first = policy.bm25_query(stats, words, pool)
+    query = bm25.query(stats, words)
     match = policy.web_query(request.query)
-    options = dict(kb_ids=kb_ids, match=match, top_k=pool, filters=request.filters)
-    rows = chunks.keyword_search(conn, principal, query=first, **options)
-    second = None if match else policy.bm25_exact_pass(first, stats, [r["score"] for r in rows], request.top_k)
-    if second is not None:
-        exact = chunks.keyword_search(conn, principal, query=second, **options)
-        rows = sorted({r["chunk_id"]: r for r in rows + exact}.values(),
-                      key=lambda r: (-r["score"], r["chunk_id"]))[:pool]
+    if match is None:
+        source, depth = terms.BlockPostings(conn, kb_ids), pool
+        for _ in range(2):
+            ranked = bm25.top(query, source, depth)
+            rows = chunks.keyword_rows(conn, principal, kb_ids=kb_ids, top_k=pool, filters=request.filters,
+                                       ranked=list(zip(ranked.ids.tolist(), ranked.scores.tolist())))
+            if len(rows) == pool or len(ranked.ids) < depth:
+                break
+            # Some of the best are chunks the caller may not read (entries' levels, a version
+            # being replaced) or the filters drop: once deeper, then every match.
+            depth = pool * bm25.DEEPER
+        else:
+            rows = chunks.keyword_matches(conn, principal, kb_ids=kb_ids, query=query, top_k=pool,
+                                          filters=request.filters)
+    else:
+        rows = chunks.keyword_matches(conn, principal, kb_ids=kb_ids, query=query, top_k=pool, match=match,
+                                      filters=request.filters)
     for row in rows:
-        row["score"] = float(row["score"]) / first.best
+        row["score"] = float(row["score"]) / query.best
     return rows, stats.chunks
 
 

@@ -5,7 +5,7 @@ candidate list) is the caller's: chalicelib.retrieval decides it."""
 import json
 import time
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Literal, Optional, Sequence
 
 import numpy as np
 import psycopg
@@ -14,7 +14,9 @@ from chalicelib.ingestion.model import Chunk
 from chalicelib.storage import chunk_versions
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
-from chalicelib.storage.terms import Bm25Query
+
+if TYPE_CHECKING:
+    from chalicelib.retrieval.bm25 import Bm25Query
 
 
 @dataclass(frozen=True)
@@ -126,56 +128,42 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
     return rows
 
 
-def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: Bm25Query,
-                   top_k: int, match: Optional[TextQuery] = None,
-                   filters: SearchFilters = SearchFilters()) -> list[dict]:
-    """BM25 over the postings of chunk_terms (migration 0011); `score` is BM25's.
+def keyword_rows(conn: psycopg.Connection, principal, *, kb_ids: list[str], ranked: Sequence[tuple[int, float]],
+                 top_k: int, filters: SearchFilters = SearchFilters()) -> list[dict]:
+    """The rows of BM25's ranked chunks (id, score), best first, that the caller may read
+    and the filters keep, at most top_k; `score` is BM25's."""
+    if not ranked:
+        return []
+    params = scope(principal, kb_ids=list(kb_ids), k=top_k, ids=[int(i) for i, _ in ranked],
+                   scores=[float(s) for _, s in ranked])
+    where = filter_sql(filters, params)
+    # The candidates' rows by primary key, apart from the other joins: with them (and the
+    # policies' conditions) in one query, the planner walked all of chunks as kb_app (1.3 s
+    # at a million chunks instead of a few ms).
+    return conn.execute(f"""
+        WITH ranked AS MATERIALIZED (
+            SELECT c.*, r.score
+              FROM unnest(%(ids)s::bigint[], %(scores)s::float8[]) r(id, score)
+              JOIN chunks c ON c.id = r.id)
+        SELECT {RESULT_COLUMNS}, c.score
+          FROM ranked c
+          JOIN documents d ON d.id = c.document_id
+          JOIN knowledge_bases kb ON kb.id = c.kb_id
+         WHERE c.kb_id = ANY(%(kb_ids)s) AND {VISIBLE_KB} AND {READABLE_CHUNK}
+           AND {chunk_versions.CURRENT_CHUNK}{where}
+         ORDER BY c.score DESC, c.id
+         LIMIT %(k)s""", params).fetchall()
 
-    Without `match`, the candidates are each term's query.limits chunks of highest
-    impact, read from the btree; the query.rescored best of them by their summed
-    postings (at least query.prune_below) are scored exactly from their tsv, filtered,
-    and the top_k kept. With `match` (web-search syntax: phrases, OR,
-    -word) the chunks it matches through the GIN index are scored, all of them; so are
-    those a filter keeps when the candidates hold fewer than top_k of them."""
+
+def keyword_matches(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: "Bm25Query", top_k: int,
+                    match: Optional[TextQuery] = None, filters: SearchFilters = SearchFilters()) -> list[dict]:
+    """BM25 over every chunk the match (web-search syntax: phrases, OR, -word; else any of
+    the query's terms) finds through the GIN index, that the caller may read and the
+    filters keep: exact for any filter, and as slow as the matches are many."""
     if not query.terms:
         return []
-    params = scope(principal, kb_ids=list(kb_ids), k=top_k, terms=list(query.terms), idfs=list(query.idfs),
-                   limits=list(query.limits), avgdl=query.average_length or 1.0, k1=query.k1, b=query.b,
-                   prune=query.prune_below, pool=max(top_k, query.rescored))
+    params = scope(principal, kb_ids=list(kb_ids), k=top_k, **query.sql_params())
     where = filter_sql(filters, params)
-    rows = []
-    if match is None:
-        rows = conn.execute(f"""
-            WITH q(term, idf, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[], %(limits)s::int[])),
-            candidates AS MATERIALIZED (
-                SELECT p.chunk_id, max(p.dl) AS dl,
-                       sum(q.idf * {_SATURATION.format(tf="p.tf", dl="p.dl")}) AS partial
-                  FROM unnest(%(kb_ids)s::text[]) k(kb_id) CROSS JOIN q
-                 CROSS JOIN LATERAL (SELECT p.chunk_id, p.tf, p.dl FROM chunk_terms p
-                                      WHERE p.kb_id = k.kb_id AND p.term = q.term
-                                      ORDER BY p.impact DESC LIMIT q.n) p
-                 GROUP BY p.chunk_id
-                HAVING %(prune)s::float8 IS NULL
-                    OR sum(q.idf * {_SATURATION.format(tf="p.tf", dl="p.dl")}) >= %(prune)s::float8
-                 ORDER BY partial DESC LIMIT %(pool)s),
-            -- The candidates' rows by primary key, apart from the other joins: with them (and
-            -- the policies' conditions) in one query, the planner walked all of chunks as
-            -- kb_app (1.3 s at a million chunks instead of a few ms).
-            scored AS MATERIALIZED (
-                SELECT c.*, s.score
-                  FROM candidates x
-                  JOIN chunks c ON c.id = x.chunk_id
-                 CROSS JOIN LATERAL (SELECT sum(q.idf * {_SATURATION.format(tf="t.tf", dl="x.dl")}) AS score
-                                       FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s)
-            SELECT {RESULT_COLUMNS}, c.score
-              FROM scored c
-              JOIN documents d ON d.id = c.document_id
-              JOIN knowledge_bases kb ON kb.id = c.kb_id
-             WHERE {VISIBLE_KB} AND {READABLE_CHUNK} AND {chunk_versions.CURRENT_CHUNK}{where}
-             ORDER BY c.score DESC, c.id
-             LIMIT %(k)s""", params).fetchall()
-        if len(rows) >= top_k or not where:
-            return rows
     if match is not None:
         params["tsquery"] = match.text
         matches = f"{match.parser}('english', %(tsquery)s)"
@@ -191,7 +179,7 @@ def keyword_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], qu
               FROM (SELECT c.*, s.score
                       FROM chunks_visible c, (SELECT {matches} AS tq) m,
                            LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
-                           LATERAL (SELECT coalesce(sum(q.idf * {_SATURATION.format(tf="t.tf", dl="l.dl")}), 0) AS score
+                           LATERAL (SELECT coalesce(sum(q.idf * {query.sql_saturation("t.tf", "l.dl")}), 0) AS score
                                       FROM kb_bm25_terms(c.tsv) t JOIN q ON q.term = t.term) s
                      WHERE c.kb_id = ANY(%(kb_ids)s) AND {READABLE_CHUNK} AND {chunk_versions.CURRENT_CHUNK}
                        AND c.tsv @@ m.tq{where}
@@ -212,7 +200,3 @@ def similarities(conn: psycopg.Connection, chunk_ids: list[int], query_vector: S
                         " FROM chunks WHERE id = ANY(%s) AND embedding_dim = %s",
                         (as_vector(query_vector), chunk_ids, dim)).fetchall()
     return {r["id"]: r["similarity"] for r in rows}
-
-
-# BM25's term-frequency factor of a term in a chunk (tf, dl: SQL expressions).
-_SATURATION = "{tf} * (%(k1)s + 1) / ({tf} + %(k1)s * (1 - %(b)s + %(b)s * {dl} / %(avgdl)s))"

@@ -1,5 +1,6 @@
-"""Keyword search ranks by BM25 (migration 0011): statistics kept by triggers as chunks
-come and go, rankings equal to BM25 computed here from the chunks' own tsvectors."""
+"""Keyword search ranks by BM25 (migrations 0011 and 0026): statistics and postings kept by
+triggers as chunks come and go, folded into blocks by compactions, and rankings equal to
+BM25 computed here from the chunks' own tsvectors."""
 import math
 import os
 import threading
@@ -7,7 +8,7 @@ import threading
 import pytest
 
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.retrieval import SearchRequest, policy
+from chalicelib.retrieval import SearchRequest, bm25
 from chalicelib.retrieval import search as run_search
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, terms
@@ -34,17 +35,44 @@ def _reference(kb_id: str) -> dict:
 
 
 def _stored(kb_id: str) -> dict:
+    """The statistics, and the postings as the blocks hold them with the tail applied, read
+    here in SQL (not through terms.BlockPostings); checks the blocks' own invariants."""
     with connection() as conn:
         stats = conn.execute("SELECT chunks, length FROM kb_text_stats WHERE kb_id = %s", (kb_id,)).fetchone()
         df = {r["term"]: r["df"] for r in conn.execute(
             "SELECT term, df FROM kb_terms WHERE kb_id = %s AND df <> 0", (kb_id,))}
-        postings: dict[int, dict[str, float]] = {}
-        for r in conn.execute("SELECT chunk_id, term, tf, dl FROM chunk_terms WHERE kb_id = %s", (kb_id,)):
-            postings.setdefault(r["chunk_id"], {})[r["term"]] = r["tf"]
-        lengths = {r["chunk_id"]: r["dl"] for r in conn.execute(
-            "SELECT DISTINCT chunk_id, dl FROM chunk_terms WHERE kb_id = %s", (kb_id,))}
+        blocks = conn.execute("SELECT term, first_id, last_id, n, max_tf, min_dl, ids, tfs, dls FROM term_blocks"
+                              " WHERE kb_id = %s ORDER BY term, first_id", (kb_id,)).fetchall()
+        tail = conn.execute("SELECT term, chunk_id, tf, dl, sign FROM chunk_terms WHERE kb_id = %s"
+                            " ORDER BY sign, chunk_id", (kb_id,)).fetchall()
+    found: dict[tuple[str, int], tuple[float, float]] = {}
+    last: dict[str, int] = {}
+    for b in blocks:
+        assert b["ids"] == sorted(b["ids"]) and (b["first_id"], b["last_id"]) == (b["ids"][0], b["ids"][-1])
+        assert b["n"] == len(b["ids"]) <= bm25.BLOCK
+        assert (b["max_tf"], b["min_dl"]) == (max(b["tfs"]), min(b["dls"]))
+        assert b["first_id"] > last.get(b["term"], -1)  # a term's blocks: disjoint, in order
+        last[b["term"]] = b["last_id"]
+        found.update({(b["term"], i): (tf, dl) for i, tf, dl in zip(b["ids"], b["tfs"], b["dls"])})
+    for r in tail:  # voids first, then the new postings
+        if r["sign"] < 0:
+            found.pop((r["term"], r["chunk_id"]), None)
+        else:
+            assert (r["term"], r["chunk_id"]) not in found
+            found[(r["term"], r["chunk_id"])] = (r["tf"], r["dl"])
+    postings: dict[int, dict[str, float]] = {}
+    lengths: dict[int, float] = {}
+    for (term, chunk), (tf, dl) in found.items():
+        postings.setdefault(chunk, {})[term] = tf
+        lengths[chunk] = dl
     return {"chunks": stats["chunks"] if stats else 0, "length": stats["length"] if stats else 0,
-            "df": df, "tf": postings, "dl": lengths}
+            "df": df, "tf": postings, "dl": lengths, "blocks": len(blocks), "tail": len(tail)}
+
+
+def _compact(kb_id: str, block: int = 2) -> None:
+    """Folds the tail into blocks; blocks of 2 make every term's list several blocks."""
+    with connection() as conn:
+        terms.compact(conn, kb_id, block)
 
 
 def _assert_in_step(kb_id: str) -> None:
@@ -105,6 +133,9 @@ def pumps(tenant):
 def test_statistics_follow_chunks_as_documents_come_and_go(pumps):
     principal, kb, ids = pumps
     _assert_in_step(kb["id"])
+    _compact(kb["id"])
+    assert _stored(kb["id"])["tail"] == 0
+    _assert_in_step(kb["id"])
     # replaced: a document stored again with new text
     with connection() as conn:
         chunk_rows.replace_document_chunks(conn, doc_id=ids["garden.txt"], kb_id=kb["id"], dim=384,
@@ -116,13 +147,24 @@ def test_statistics_follow_chunks_as_documents_come_and_go(pumps):
         chunk_rows.set_metadata(conn, ids["pumps.txt"], {"team": "water"})  # text unchanged
         conn.execute("UPDATE chunks SET content = 'A valve, a valve, a valve.' WHERE document_id = %s",
                      (ids["valves.txt"],))
+    _assert_in_step(kb["id"])  # the changes of chunks in blocks: voids and new postings in the tail
+    assert _stored(kb["id"])["tail"] > 0
+    _compact(kb["id"])
+    _assert_in_step(kb["id"])
+    with connection() as conn:  # a chunk changed twice between compactions, then removed
+        for text in ("Pumps and pumps.", "Only valves."):
+            conn.execute("UPDATE chunks SET content = %s WHERE document_id = %s", (text, ids["pumps.txt"]))
+        _assert_in_step(kb["id"])
+        conn.execute("DELETE FROM documents WHERE id = %s", (ids["pumps.txt"],))
+    _assert_in_step(kb["id"])
+    _compact(kb["id"], block=1024)
     _assert_in_step(kb["id"])
     assert "boat" not in _stored(kb["id"])["df"] and "rose" in _stored(kb["id"])["df"]
     with connection() as conn:
         conn.execute("DELETE FROM knowledge_bases WHERE id = %s", (kb["id"],))
         left = [conn.execute(f"SELECT count(*) AS n FROM {t} WHERE kb_id = %s", (kb["id"],)).fetchone()["n"]
-                for t in ("chunk_terms", "kb_terms", "kb_text_stats")]
-    assert left == [0, 0, 0]
+                for t in ("chunk_terms", "term_blocks", "kb_terms", "kb_text_stats")]
+    assert left == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("query", ["pump impeller", "centrifugal pump water", "valve seal leaks",
@@ -135,41 +177,43 @@ def test_keyword_search_ranks_and_scores_as_bm25(pumps, query):
     assert [r["score"] for r in got] == pytest.approx([s for _, s in want], abs=1e-5)
 
 
-@pytest.mark.parametrize("query", ["pump", "water pump"])
-def test_the_second_pass_makes_a_first_pass_that_read_too_little_exact(pumps, monkeypatch, query):
-    principal, kb, _ = pumps
-    for i in range(10):  # pump is in 6 chunks of 16: rare enough to matter
-        _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas.")
-    monkeypatch.setattr(policy, "KEYWORD_PER_TERM", 1)  # top_k 1: each term's best 2 postings
-    passes = []
-    real = policy.bm25_exact_pass
-    monkeypatch.setattr(policy, "bm25_exact_pass", lambda *a: passes.append(real(*a)) or passes[-1])
-    got = _keyword(principal, kb, query, top_k=1)
-    assert passes and passes[0] is not None  # the first pass could have missed the best
-    assert [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == _bm25(kb["id"], query)[:1]
+@pytest.mark.parametrize("query, top_k", [("pump", 3), ("water pump", 3), ("coral pump seas", 3),
+                                          ("warm water pump impeller", 3), ("impeller water", 1)])
+def test_the_top_is_exact_from_blocks_and_tail_when_common_terms_are_read_only_where_they_count(
+        pumps, monkeypatch, query, top_k):
+    principal, kb, ids = pumps
+    for i in range(10):
+        _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas of water.")
+    _compact(kb["id"])
+    _ingest(kb["id"], "late.txt", "A late pump: water, water and a coral reef.")  # in the tail
+    with connection() as conn:
+        conn.execute("DELETE FROM documents WHERE id = %s", (ids["garden.txt"],))  # voided in the blocks
+    monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term first, the rest as they can matter
+    holding = []
+    real = terms.BlockPostings.read_holding
+    monkeypatch.setattr(terms.BlockPostings, "read_holding",
+                        lambda self, t, i: holding.append(list(t)) or real(self, t, i))
+    got = _keyword(principal, kb, query, top_k=top_k)
+    want = _bm25(kb["id"], query)[:top_k]
+    assert [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == want
+    if query == "impeller water":
+        assert holding == [["water"]]  # in most chunks: read only where it could lift one to the top
 
 
-def test_a_deeper_list_than_asked_is_exact_in_its_top_k(pumps, monkeypatch):
-    """Hybrid search reads a keyword list deeper than its top_k: the second pass makes
-    the top_k exact, and the rest are first-pass hits, scored exactly, in order."""
+def test_a_deeper_list_than_asked_is_exact_to_its_depth(pumps):
+    """Hybrid search reads a keyword list deeper than its top_k: exact to that depth."""
     from chalicelib.retrieval.search import _bm25 as keyword_list
     from chalicelib.storage import acting_for, snapshot
 
     principal, kb, _ = pumps
     for i in range(10):
         _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas.")
-    monkeypatch.setattr(policy, "KEYWORD_PER_TERM", 1)  # a pool of 2: each term's best 4 postings
-    passes = []
-    real = policy.bm25_exact_pass
-    monkeypatch.setattr(policy, "bm25_exact_pass", lambda *a: passes.append(a) or real(*a))
+    _compact(kb["id"])
     request = SearchRequest((kb["id"],), "water pump", 1, strategy="hybrid")
     with acting_for(principal.org_id, principal.user_id), snapshot() as conn:
-        rows, _ = keyword_list(conn, principal, request, [kb["id"]], pool=2)
-    want = dict(_bm25(kb["id"], "water pump"))
-    assert passes and passes[0][3] == 1  # made exact to the request's top_k, not the pool's depth
-    assert rows[0]["chunk_id"] == _bm25(kb["id"], "water pump")[0][0]
-    assert len(rows) == 2 and rows[0]["score"] >= rows[1]["score"]
-    assert [r["score"] for r in rows] == pytest.approx([want[r["chunk_id"]] for r in rows], abs=1e-5)
+        rows, _ = keyword_list(conn, principal, request, [kb["id"]], pool=4)
+    want = _bm25(kb["id"], "water pump")[:4]
+    assert [(r["chunk_id"], pytest.approx(r["score"], abs=1e-5)) for r in rows] == want
 
 
 def test_a_rare_word_outweighs_a_common_one_and_a_short_chunk_a_long_one(pumps):
@@ -186,7 +230,7 @@ def test_a_filtered_search_is_complete_when_the_candidates_miss_it(pumps, monkey
     principal, kb, ids = pumps
     with connection() as conn:
         chunk_rows.set_metadata(conn, ids["long.txt"], {"team": "plant"})
-    monkeypatch.setattr(policy, "KEYWORD_PER_TERM", 1)  # each term's best posting only (top_k 1: 10)
+    monkeypatch.setattr(bm25, "DEEPER", 1)  # no deeper ranking: every match is scored
     assert "long.txt" not in [r["source"] for r in _keyword(principal, kb, "pump", top_k=1)]
     got = _keyword(principal, kb, "pump", top_k=1, filters=_team("plant"))
     assert [r["source"] for r in got] == ["long.txt"]
@@ -204,11 +248,11 @@ def test_a_long_question_keeps_its_rarest_terms(pumps):
     with connection() as conn:
         words = terms.query_terms(conn, question)
         stats = terms.statistics(conn, [kb["id"]], words)
-    query = policy.bm25_query(stats, words, top_k=5)
-    assert len(query.terms) == policy.KEYWORD_TERMS_MAX < len(stats.document_frequency)
+    query = bm25.query(stats, words)
+    assert len(query.terms) == bm25.TERMS_MAX < len(stats.document_frequency)
     assert min(query.idfs) >= max(math.log(1 + (stats.chunks - df + 0.5) / (df + 0.5))
                                   for t, df in stats.document_frequency.items() if t not in query.terms)
-    assert _keyword(principal, kb, question)  # answers, from 32 index scans
+    assert _keyword(principal, kb, question)
 
 
 def test_documents_stored_at_once_in_one_knowledge_base_keep_the_statistics_right(tenant):
@@ -231,45 +275,34 @@ def test_documents_stored_at_once_in_one_knowledge_base_keep_the_statistics_righ
         except Exception as err:  # a deadlock would surface here
             errors.append(err)
 
+    done = threading.Event()
+
+    def compact():  # folding the tail all along, as stores in other workers would
+        try:
+            with open_connection(os.environ["DATABASE_URL"]) as conn:
+                while not done.is_set():
+                    terms.compact(conn, kb["id"], 2)
+        except Exception as err:
+            errors.append(err)
+
     workers = [threading.Thread(target=store, args=(range(k, 12, 3),)) for k in range(3)]
-    for w in workers:
+    folder = threading.Thread(target=compact)
+    for w in workers + [folder]:
         w.start()
     for w in workers:
         w.join()
+    done.set()
+    folder.join()
     assert errors == []
     _assert_in_step(kb["id"])
     assert _stored(kb["id"])["chunks"] == 12
 
 
-@pytest.mark.parametrize("words", [(3, 12), (120, 300)], ids=["short chunks", "long chunks"])
-def test_a_terms_bound_holds_for_every_chunk_and_the_best_posting_tightens_it(tenant, words):
-    """The second pass skips a term when its bound says it cannot lift a chunk over the
-    floor: no posting may score above it, whether the knowledge base's chunks average
-    fewer terms than the impact order assumes (100) or more."""
-    import random
-
-    principal, _ = tenant
-    kb = create_knowledge_base(principal, name="Bounds", description="")
-    pick = random.Random(words[0])
-    vocabulary = ("pump valve seal water impeller motor pipe gauge flow level tank filter drain"
-                  " bearing shaft rotor").split()
-    for i in range(8):
-        text = " ".join(pick.choice(vocabulary[: 4 + i]) for _ in range(pick.randint(*words)))
-        _ingest(kb["id"], f"doc{i}.txt", text + ".")
-    # a term's highest frequency and shortest chunk in two different chunks
-    _ingest(kb["id"], "short.txt", "Pump.")
-    _ingest(kb["id"], "often.txt", " ".join(["pump"] * 6 + vocabulary * 2) + ".")
-    ref = _reference(kb["id"])
-    with connection() as conn:
-        found = terms.query_terms(conn, " ".join(vocabulary))
-        stats = terms.statistics(conn, [kb["id"]], found)
-    query = policy.bm25_query(stats, found, top_k=5)
-    average = ref["length"] / ref["chunks"]
-    assert (average < 100) == (words[0] < 100)
-    tighter = 0
-    for term in query.terms:
-        best = max(query.saturation(tf[term], sum(tf.values())) for tf in ref["tf"].values() if term in tf)
-        assert best <= query.bound(stats, term) + 1e-9, term
-        assert query.bound(stats, term) <= query.saturation(*stats.bounds[term])
-        tighter += query.bound(stats, term) < query.saturation(*stats.bounds[term]) - 1e-6
-    assert tighter  # the best posting bounds some term more closely than its counts do
+def test_a_store_folds_a_long_tail_into_blocks(pumps, monkeypatch):
+    principal, kb, _ = pumps
+    monkeypatch.setattr(bm25, "TAIL_MAX", 10)
+    assert _stored(kb["id"])["tail"] > 10
+    bm25.fold_tail(kb["id"])  # what the pipeline's Store step and a new entry run
+    stored = _stored(kb["id"])
+    assert stored["tail"] == 0 and stored["blocks"] > 0
+    _assert_in_step(kb["id"])

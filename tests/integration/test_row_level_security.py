@@ -60,6 +60,8 @@ def _orgs_of(conn, table: str) -> set[str]:
 
 def test_an_unscoped_query_returns_no_foreign_rows(two_orgs, database_url):
     (a, a_kbs), (_, b_kbs) = two_orgs["a"], two_orgs["b"]
+    with psycopg.connect(database_url, autocommit=True) as owner:  # BM25's blocks too, not only its tail
+        owner.execute("SELECT kb_bm25_compact(id, 1024) FROM knowledge_bases")
     with _as_app(database_url, a.org_id, a.user_id) as conn:
         assert conn.execute("SELECT current_user AS u").fetchone()["u"] == "kb_app"
         for table in ("users", "agents", "audit_log"):
@@ -68,8 +70,9 @@ def test_an_unscoped_query_returns_no_foreign_rows(two_orgs, database_url):
         visible = {r["id"] for r in conn.execute("SELECT id FROM knowledge_bases")}
         assert {kb["id"] for kb in a_kbs.values()} <= visible
         assert visible & {kb["id"] for kb in b_kbs.values()} == {b_kbs["public"]["id"]}
-        # chunks_visible: the view keyword search's fallback reads; the last three: BM25's (0011)
-        for table in ("documents", "chunks", "chunks_visible", "chunk_terms", "kb_terms", "kb_text_stats"):
+        # chunks_visible: the view keyword search's fallback reads; the last four: BM25's (0011, 0026)
+        for table in ("documents", "chunks", "chunks_visible", "chunk_terms", "term_blocks", "kb_terms",
+                      "kb_text_stats"):
             foreign = {r["kb_id"] for r in conn.execute(f"SELECT kb_id FROM {table}")} - visible
             assert foreign == set(), table
         contents = " ".join(r["content"] for r in conn.execute("SELECT content FROM chunks"))
@@ -102,6 +105,8 @@ def test_writes_to_another_organisation_are_refused_or_touch_nothing(two_orgs, d
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # BM25's rows: the triggers' alone
             conn.execute("INSERT INTO kb_terms (kb_id, term, df, max_tf, min_dl) VALUES (%s, 'pump', 1000, 1, 1)",
                          (public,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM term_blocks WHERE kb_id = %s", (public,))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no DDL either
             conn.execute("DROP TABLE audit_log")
     with _as_app(database_url, b.org_id) as conn:

@@ -220,7 +220,7 @@ def test_hybrid_search_reads_both_lists_at_once_in_one_snapshot(tenant, monkeypa
     swapped, keyword_started, semantic_started, met, sessions = (threading.Event(), threading.Event(),
                                                                  threading.Event(), [], set())
     real_embedding = search_module.cached_embedding
-    real_keyword, real_semantic = chunk_rows.keyword_search, chunk_rows.semantic_search
+    real_keyword, real_semantic = chunk_rows.keyword_rows, chunk_rows.semantic_search
 
     def keyword_search(conn, *args, **kwargs):
         if not swapped.is_set():
@@ -244,7 +244,7 @@ def test_hybrid_search_reads_both_lists_at_once_in_one_snapshot(tenant, monkeypa
         return real_semantic(conn, *args, **kwargs)
 
     monkeypatch.setattr(search_module, "cached_embedding", embedding)
-    monkeypatch.setattr(chunk_rows, "keyword_search", keyword_search)
+    monkeypatch.setattr(chunk_rows, "keyword_rows", keyword_search)
     monkeypatch.setattr(chunk_rows, "semantic_search", semantic_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid", debug=True))
     assert sorted(met) == [("keyword", True), ("semantic", True)]
@@ -252,7 +252,7 @@ def test_hybrid_search_reads_both_lists_at_once_in_one_snapshot(tenant, monkeypa
     assert [r["content"] for r in answer["results"]] == ["Version alpha: the llama farm grows alfalfa."]
     top = answer["results"][0]["scores"]
     assert top["vectorScore"] > 0 and top["keywordScore"] > 0  # both lists found it
-    for name, real in (("keyword_search", real_keyword), ("semantic_search", real_semantic)):
+    for name, real in (("keyword_rows", real_keyword), ("semantic_search", real_semantic)):
         monkeypatch.setattr(chunk_rows, name, real)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid"))
     assert [r["content"] for r in answer["results"]] == ["Version beta: the llama farm grows barley."]
@@ -318,7 +318,7 @@ def test_hybrid_search_embeds_the_question_while_it_reads_the_keyword_list(tenan
     kb = create_knowledge_base(principal, name="Overlap", description="")
     _ingest(kb["id"], "farm.txt", "The llama farm grows alfalfa and barley.")
     embedding_started, keyword_started, met = threading.Event(), threading.Event(), []
-    real_embedding, real_keyword_search = search_module.cached_embedding, chunk_rows.keyword_search
+    real_embedding, real_keyword_search = search_module.cached_embedding, chunk_rows.keyword_rows
 
     def embedding(*args):
         embedding_started.set()
@@ -331,7 +331,7 @@ def test_hybrid_search_embeds_the_question_while_it_reads_the_keyword_list(tenan
         return real_keyword_search(*args, **kwargs)
 
     monkeypatch.setattr(search_module, "cached_embedding", embedding)
-    monkeypatch.setattr(chunk_rows, "keyword_search", keyword_search)
+    monkeypatch.setattr(chunk_rows, "keyword_rows", keyword_search)
     answer = search(principal, SearchRequest((kb["id"],), "llama farm", 5, strategy="hybrid", debug=True))
     assert sorted(met) == [("embedding", True), ("keyword", True)]
     top = answer["results"][0]

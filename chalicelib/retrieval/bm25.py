@@ -1,0 +1,246 @@
+"""BM25, whole: its constants, its formulas (in Python, numpy and SQL), the bounds that
+prune it, and the exact top k of a question over its terms' postings.
+
+Postings are stored per knowledge base and term in blocks of chunk ids with each
+posting's term frequency and chunk length (term_blocks, migration 0026), plus the tail
+written since the last compaction (chunk_terms); chalicelib.storage.terms reads them as
+numpy arrays (a PostingSource). The search here is exact: MaxScore, term at a time.
+Terms are read rarest first and scored whole; a chunk the rest of the terms could still
+lift into the top k is completed from those terms' blocks that hold its id; the commonest
+terms, whose bounds together stay below the k-th score found, are never read whole.
+"""
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from aws_lambda_powertools import Logger
+
+import numpy as np
+
+from chalicelib.storage import terms as storage_terms
+from chalicelib.storage.terms import Postings, TermStatistics
+
+logger = Logger(child=True)
+
+# As Lucene and rank_bm25 default to.
+K1, B = 1.2, 0.75
+# Postings a block holds (migration 0026's kb_bm25_rebuild default; tests/unit/test_bm25.py
+# checks they agree). A compaction rewrites the blocks a new chunk id falls in, so a block
+# is also the most a term's share of a compaction writes; a read costs a row per block.
+BLOCK = 1024
+# Postings a knowledge base's tail may hold before a store folds it into the blocks: the
+# tail is read row by row (~1 us a posting), the blocks as arrays.
+TAIL_MAX = 20_000
+# A question's terms beyond these (the commonest) are left out.
+TERMS_MAX = 32
+# When the rows the caller may not read or the filters drop leave fewer than asked, the
+# ranking is read again this many times as deep, before every match is scored instead.
+DEEPER = 4
+# Postings the first read takes (the rarest terms, whole) before the k-th score is known.
+FIRST_READ = 30_000
+
+
+def idf(chunks: int, df: int) -> float:
+    """Lucene's inverse document frequency: never negative, even for a term in every chunk."""
+    return math.log(1 + (chunks - df + 0.5) / (df + 0.5))
+
+
+def saturation(tf, dl, average_length: float):
+    """BM25's term-frequency factor, for numbers or numpy arrays; at most K1 + 1."""
+    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / average_length))
+
+
+def sql_saturation(tf: str, dl: str) -> str:
+    """The same factor as SQL over the expressions tf and dl, with %(k1)s, %(b)s and %(avgdl)s
+    (Bm25Query.sql_params) as its parameters."""
+    return f"{tf} * (%(k1)s + 1) / ({tf} + %(k1)s * (1 - %(b)s + %(b)s * {dl} / %(avgdl)s))"
+
+
+@dataclass(frozen=True)
+class Bm25Query:
+    """A question as BM25 scores it: its terms, rarest first, with their document
+    frequencies, inverse document frequencies and bounds (the most a term adds to any
+    chunk's score), and the knowledge bases' average chunk length."""
+    terms: tuple[str, ...]
+    dfs: tuple[int, ...]
+    idfs: tuple[float, ...]
+    bounds: tuple[float, ...]
+    average_length: float
+
+    @property
+    def best(self) -> float:
+        """The score of a chunk that holds every term often: keyword scores are shown as
+        a share of it, 0..1."""
+        return sum(self.idfs) * (K1 + 1)
+
+    @staticmethod
+    def sql_saturation(tf: str, dl: str) -> str:
+        return sql_saturation(tf, dl)
+
+    def sql_params(self) -> dict:
+        return {"terms": list(self.terms), "idfs": list(self.idfs), "k1": K1, "b": B,
+                "avgdl": self.average_length or 1.0}
+
+
+def query(stats: TermStatistics, words: list[str]) -> Bm25Query:
+    """The question's terms that occur in the knowledge bases, the TERMS_MAX rarest when a
+    long question has more."""
+    n = stats.chunks
+    average = stats.length / n if n else 1.0
+    df = stats.document_frequency
+    kept = sorted((t for t in dict.fromkeys(words) if t in df), key=lambda t: (df[t], t))[:TERMS_MAX]
+    idfs = tuple(idf(n, df[t]) for t in kept)
+    bounds = tuple(w * saturation(*stats.extremes[t], average) for w, t in zip(idfs, kept))
+    return Bm25Query(terms=tuple(kept), dfs=tuple(df[t] for t in kept), idfs=idfs, bounds=bounds,
+                     average_length=average)
+
+
+class PostingSource(Protocol):
+    def read(self, terms: list[str]) -> dict[str, Postings]:
+        """Every posting of these terms."""
+
+    def read_holding(self, terms: list[str], ids: np.ndarray) -> dict[str, Postings]:
+        """At least the postings of these terms whose chunk is one of ids (sorted)."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The exact top k: chunk ids best first, with their BM25 scores, and how many postings
+    were read to find them."""
+    ids: np.ndarray
+    scores: np.ndarray
+    postings_read: int
+
+
+class _Scores:
+    """Partial scores by chunk id, summed over the terms read so far."""
+
+    def __init__(self):
+        self.ids = np.empty(0, dtype=np.int64)
+        self.sums = np.empty(0, dtype=np.float64)
+
+    def add(self, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        ids = np.concatenate([self.ids] + [i for i, _ in parts])
+        sums = np.concatenate([self.sums] + [s for _, s in parts])
+        if not len(ids):
+            return
+        low, span = int(ids.min()), int(ids.max() - ids.min()) + 1
+        # A dense sum over the id range when it is not much wider than the postings (one
+        # knowledge base's ids mostly are: they were handed out while it was loaded), else a sort.
+        if span <= max(4 * len(ids), 1 << 20):
+            offsets = ids - low
+            total = np.bincount(offsets, weights=sums, minlength=span)
+            present = np.bincount(offsets, minlength=span) > 0
+            self.ids = np.flatnonzero(present).astype(np.int64) + low
+            self.sums = total[present]
+        else:
+            self.ids, inverse = np.unique(ids, return_inverse=True)
+            self.sums = np.bincount(inverse, weights=sums)
+
+    def kth(self, k: int) -> float:
+        return float(np.partition(self.sums, -k)[-k]) if len(self.sums) >= k else 0.0
+
+
+def _contribution(p: Postings, weight: float, average_length: float) -> tuple[np.ndarray, np.ndarray]:
+    return p.ids, weight * saturation(p.tfs.astype(np.float64), p.dls.astype(np.float64), average_length)
+
+
+def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
+    """The k chunks of highest BM25 score (ties by chunk id), exactly.
+
+    1. The rarest terms are read whole until FIRST_READ postings; the k-th partial score is
+       a floor for the k-th score (a chunk's score only grows as terms are added).
+    2. The commonest terms whose bounds sum below the floor are "optional": a chunk holding
+       none of the other terms cannot reach the floor. Every other term is read whole,
+       rarest first, the floor rising as it goes.
+    3. A chunk found so far whose partial score plus the optional terms' bounds reaches the
+       floor is completed from the optional terms' blocks that hold it; the rest cannot
+       enter the top k."""
+    if not q.terms or k <= 0:
+        return Ranked(np.empty(0, dtype=np.int64), np.empty(0), 0)
+    weight = dict(zip(q.terms, q.idfs))
+    bound = dict(zip(q.terms, q.bounds))
+    unread = list(q.terms)  # rarest first
+    scores, read = _Scores(), 0
+
+    def take(terms: list[str]) -> None:
+        nonlocal read
+        found = source.read(terms)
+        scores.add([_contribution(p, weight[t], q.average_length) for t, p in found.items()])
+        read += sum(len(p.ids) for p in found.values())
+        for t in terms:
+            unread.remove(t)
+
+    first, budget = [], 0
+    for t, df in zip(q.terms, q.dfs):
+        if first and budget + df > FIRST_READ:
+            break
+        first.append(t)
+        budget += df
+    take(first)
+    while unread:
+        floor = scores.kth(k)
+        optional = _optional(unread, bound, floor)
+        essential = [t for t in unread if t not in optional]
+        if not essential:
+            break
+        take(essential[:1])
+    if unread and len(scores.ids):
+        floor = scores.kth(k)
+        rest = sum(bound[t] for t in unread)
+        maybe = scores.sums + rest >= floor
+        candidates = scores.ids[maybe]
+        sums = scores.sums[maybe]
+        for t, p in source.read_holding(unread, candidates).items():
+            read += len(p.ids)
+            at = np.searchsorted(p.ids, candidates)
+            at[at == len(p.ids)] = 0
+            hit = p.ids[at] == candidates if len(p.ids) else np.zeros(len(candidates), bool)
+            sums = sums + np.where(hit, weight[t] * saturation(p.tfs[at].astype(np.float64),
+                                                                 p.dls[at].astype(np.float64), q.average_length), 0.0)
+        ids = candidates
+    else:
+        ids, sums = scores.ids, scores.sums
+    return _best(ids, sums, k, read)
+
+
+def _best(ids: np.ndarray, sums: np.ndarray, k: int, read: int) -> Ranked:
+    """The k best, ties by chunk id; the sort only over those at or above the k-th score."""
+    if len(sums) > k:
+        keep = sums >= np.partition(sums, -k)[-k]
+        ids, sums = ids[keep], sums[keep]
+    order = np.lexsort((ids, -sums))[:k]
+    return Ranked(ids[order], sums[order], read)
+
+
+def _optional(unread: list[str], bound: dict[str, float], floor: float) -> set[str]:
+    """The largest set of the commonest unread terms whose bounds sum below the floor."""
+    optional, total = set(), 0.0
+    for t in reversed(unread):  # commonest first
+        if total + bound[t] >= floor:
+            break
+        optional.add(t)
+        total += bound[t]
+    return optional
+
+
+def exact_reference(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
+    """Every posting of every term, summed: what `top` must equal (tests, benchmarks)."""
+    found = source.read(list(q.terms))
+    scores = _Scores()
+    scores.add([_contribution(found[t], w, q.average_length) for t, w in zip(q.terms, q.idfs) if t in found])
+    return _best(scores.ids, scores.sums, k, sum(len(p.ids) for p in found.values()))
+
+
+def fold_tail(kb_id: str) -> None:
+    """After a store, in its own transaction: folds the knowledge base's tail into its
+    blocks once it holds more than TAIL_MAX postings. A failure leaves the tail as it is
+    (searches read it; the next store folds it)."""
+    from chalicelib.storage import connection
+
+    try:
+        with connection() as conn:
+            if storage_terms.tail_size(conn, kb_id, TAIL_MAX) > TAIL_MAX:
+                storage_terms.compact(conn, kb_id, BLOCK)
+    except Exception:  # noqa: BLE001 - the store itself succeeded
+        logger.exception("folding the BM25 tail of %s failed; the next store tries again", kb_id)

@@ -1,0 +1,112 @@
+"""BM25's exact top k (chalicelib/retrieval/bm25.py) against every posting summed, over
+postings drawn at random, with the constants the migrations use."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chalicelib.retrieval import bm25
+from chalicelib.storage.terms import Postings, TermStatistics, _apply_tail
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "chalicelib" / "storage" / "migrations"
+
+
+class Source:
+    """Postings in memory, as term_blocks would hold them; counts what was read."""
+
+    def __init__(self, postings: dict[str, Postings]):
+        self.postings, self.read_terms, self.holding = postings, [], []
+
+    def read(self, terms):
+        self.read_terms += terms
+        return {t: self.postings[t] for t in terms if t in self.postings}
+
+    def read_holding(self, terms, ids):
+        self.holding += terms
+        return {t: self.postings[t] for t in terms if t in self.postings}
+
+
+def _corpus(seed: int, chunks: int, vocabulary: int):
+    """Chunks of Zipf-distributed words: a few terms in most chunks, most in a few."""
+    rng = np.random.default_rng(seed)
+    ids = np.sort(rng.choice(10 * chunks, size=chunks, replace=False)) + 1_000
+    lengths = rng.integers(3, 60, size=chunks)
+    words = [np.minimum(rng.zipf(1.3, size=n), vocabulary) for n in lengths]
+    postings: dict[str, list] = {}
+    extremes: dict[str, list] = {}
+    total = 0.0
+    for chunk_id, chunk in zip(ids, words):
+        terms, counts = np.unique(chunk, return_counts=True)
+        dl = float(counts.sum())
+        total += dl
+        for term, tf in zip(terms, counts):
+            postings.setdefault(f"w{term}", []).append((chunk_id, float(tf), dl))
+            low = extremes.setdefault(f"w{term}", [0.0, np.inf])
+            low[0], low[1] = max(low[0], float(tf)), min(low[1], dl)
+    packed = {t: Postings(np.array([p[0] for p in ps], dtype=np.int64), np.array([p[1] for p in ps], np.float32),
+                          np.array([p[2] for p in ps], np.float32)) for t, ps in postings.items()}
+    stats = TermStatistics(chunks=chunks, length=total, document_frequency={t: len(p.ids) for t, p in packed.items()},
+                           extremes={t: tuple(e) for t, e in extremes.items()})
+    return packed, stats
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("k", [1, 10, 40])
+def test_the_top_k_equals_every_posting_summed(seed, k, monkeypatch):
+    postings, stats = _corpus(seed, chunks=3_000, vocabulary=400)
+    monkeypatch.setattr(bm25, "FIRST_READ", [1, 200, 5_000][seed % 3])
+    rng = np.random.default_rng(100 + seed)
+    words = [f"w{w}" for w in rng.choice(np.arange(1, 60), size=rng.integers(1, 9), replace=False)]
+    q = bm25.query(stats, words)
+    source = Source(postings)
+    got = bm25.top(q, source, k)
+    want = bm25.exact_reference(q, Source(postings), k)
+    assert got.ids.tolist() == want.ids.tolist()
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-12)
+
+
+def test_the_commonest_terms_are_only_read_where_they_can_change_the_top(monkeypatch):
+    monkeypatch.setattr(bm25, "FIRST_READ", 10)  # the rare terms' postings, not the common one's
+    postings, stats = _corpus(3, chunks=5_000, vocabulary=2_000)
+    common = sorted(stats.document_frequency, key=stats.document_frequency.get)[-1]
+    rare = [t for t, df in stats.document_frequency.items() if 3 <= df <= 6][:3]
+    q = bm25.query(stats, rare + [common])
+    source = Source(postings)
+    got = bm25.top(q, source, 5)
+    assert got.ids.tolist() == bm25.exact_reference(q, Source(postings), 5).ids.tolist()
+    assert common not in source.read_terms and source.holding == [common]
+
+
+def test_no_posting_scores_above_its_terms_bound():
+    postings, stats = _corpus(5, chunks=2_000, vocabulary=300)
+    q = bm25.query(stats, list(postings))
+    for term, weight, bound in zip(q.terms, q.idfs, q.bounds):
+        p = postings[term]
+        assert (weight * bm25.saturation(p.tfs.astype(float), p.dls.astype(float), q.average_length)).max() <= bound + 1e-9
+
+
+def test_a_long_question_keeps_its_rarest_terms():
+    postings, stats = _corpus(7, chunks=2_000, vocabulary=300)
+    q = bm25.query(stats, list(postings) + ["absent"])
+    assert len(q.terms) == bm25.TERMS_MAX < len(postings)
+    assert max(q.dfs) <= min(df for t, df in stats.document_frequency.items() if t not in q.terms)
+    assert list(q.dfs) == sorted(q.dfs)
+
+
+def test_the_tail_voids_and_adds_postings():
+    blocks = Postings(np.array([3, 5, 9], np.int64), np.array([1, 2, 3], np.float32), np.array([10, 20, 30], np.float32))
+    tail = [{"chunk_id": 5, "tf": 2.0, "dl": 20.0, "sign": -1}, {"chunk_id": 5, "tf": 4.0, "dl": 8.0, "sign": 1},
+            {"chunk_id": 1, "tf": 1.0, "dl": 5.0, "sign": 1}, {"chunk_id": 12, "tf": 1.0, "dl": 5.0, "sign": 1},
+            {"chunk_id": 7, "tf": 1.0, "dl": 5.0, "sign": -1}]  # 7 is in no block: nothing to void
+    got = _apply_tail(blocks, tail)
+    assert got.ids.tolist() == [1, 3, 5, 9, 12]
+    assert got.tfs.tolist() == [1, 1, 4, 3, 1] and got.dls.tolist() == [5, 10, 8, 30, 5]
+
+
+def test_the_migrations_pack_blocks_of_the_size_bm25_assumes():
+    sql = (MIGRATIONS / "0026_bm25_blocks.sql").read_text()
+    default = re.search(r"kb_bm25_rebuild\(kb text, block integer DEFAULT (\d+)\)", sql)
+    assert default and int(default.group(1)) == bm25.BLOCK
+    later = [p.name for p in sorted(MIGRATIONS.glob("*.sql")) if p.name > "0026" and "k1" in p.read_text().lower()]
+    assert later == []  # k1 and b live in bm25.py alone; SQL gets them as parameters
