@@ -2,7 +2,7 @@
 
 Scores per strategy (a passage's `similarity`, the order of the results):
 - semantic: cosine similarity of the query and passage embeddings, 0..1 in practice;
-- keyword: BM25 (k1 1.2, b 0.75; statistics of migration 0011) as a share of the most a
+- keyword: BM25 (chalicelib/retrieval/bm25.py: k1 1.2, b 0.75, exact) as a share of the most a
   chunk could score for this question (every term, often), 0..1;
 - hybrid: each list's scores min-max normalised over its candidates, then weighted
   (hybridWeights, semantic 0.5 and keyword 0.5 unless asked) and summed, so 1.0 means
