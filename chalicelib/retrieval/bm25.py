@@ -18,16 +18,16 @@ from aws_lambda_powertools import Logger
 import numpy as np
 
 from chalicelib.storage import terms as storage_terms
-from chalicelib.storage.terms import Postings, TermStatistics
+from chalicelib.storage.terms import Directory, Postings, TermStatistics
 
 logger = Logger(child=True)
 
 # As Lucene and rank_bm25 default to.
 K1, B = 1.2, 0.75
 # Postings a block holds (migration 0026's kb_bm25_rebuild default; tests/unit/test_bm25.py
-# checks they agree). A compaction rewrites the blocks a new chunk id falls in, so a block
-# is also the most a term's share of a compaction writes; a read costs a row per block.
-BLOCK = 1024
+# checks they agree): a block of 128 stays inline in its row, and smaller blocks bound a
+# chunk's score more closely where a common term is read only where it could count.
+BLOCK = 128
 # Postings a knowledge base's tail may hold before a store folds it into the blocks: the
 # tail is read row by row (~1 us a posting), the blocks as arrays.
 TAIL_MAX = 20_000
@@ -99,8 +99,14 @@ class PostingSource(Protocol):
     def read(self, terms: list[str]) -> dict[str, Postings]:
         """Every posting of these terms."""
 
-    def read_holding(self, terms: list[str], ids: np.ndarray) -> dict[str, Postings]:
-        """At least the postings of these terms whose chunk is one of ids (sorted)."""
+    def directory(self, terms: list[str]) -> dict[str, "Directory"]:
+        """Each term's blocks: their ranges and bounds."""
+
+    def read_blocks(self, term: str, firsts: np.ndarray) -> Postings:
+        """The term's blocks that start at these ids, and the tail's new postings of it."""
+
+    def tail_added(self, term: str) -> np.ndarray:
+        """The ids of the tail's new postings of the term, sorted."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ class _Scores:
         low, span = int(ids.min()), int(ids.max() - ids.min()) + 1
         # A dense sum over the id range when it is not much wider than the postings (one
         # knowledge base's ids mostly are: they were handed out while it was loaded), else a sort.
-        if span <= max(4 * len(ids), 1 << 20):
+        if span <= 4 * len(ids):
             offsets = ids - low
             total = np.bincount(offsets, weights=sums, minlength=span)
             present = np.bincount(offsets, minlength=span) > 0
@@ -142,7 +148,7 @@ class _Scores:
 
 
 def _contribution(p: Postings, weight: float, average_length: float) -> tuple[np.ndarray, np.ndarray]:
-    return p.ids, weight * saturation(p.tfs.astype(np.float64), p.dls.astype(np.float64), average_length)
+    return p.ids, weight * saturation(p.tfs, p.dls, average_length)
 
 
 def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
@@ -154,8 +160,8 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
        none of the other terms cannot reach the floor. Every other term is read whole,
        rarest first, the floor rising as it goes.
     3. A chunk found so far whose partial score plus the optional terms' bounds reaches the
-       floor is completed from the optional terms' blocks that hold it; the rest cannot
-       enter the top k."""
+       floor is completed from the optional terms' blocks that hold it (_complete); the rest
+       cannot enter the top k."""
     if not q.terms or k <= 0:
         return Ranked(np.empty(0, dtype=np.int64), np.empty(0), 0)
     weight = dict(zip(q.terms, q.idfs))
@@ -186,22 +192,59 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
             break
         take(essential[:1])
     if unread and len(scores.ids):
-        floor = scores.kth(k)
-        rest = sum(bound[t] for t in unread)
-        maybe = scores.sums + rest >= floor
-        candidates = scores.ids[maybe]
-        sums = scores.sums[maybe]
-        for t, p in source.read_holding(unread, candidates).items():
-            read += len(p.ids)
-            at = np.searchsorted(p.ids, candidates)
-            at[at == len(p.ids)] = 0
-            hit = p.ids[at] == candidates if len(p.ids) else np.zeros(len(candidates), bool)
-            sums = sums + np.where(hit, weight[t] * saturation(p.tfs[at].astype(np.float64),
-                                                                 p.dls[at].astype(np.float64), q.average_length), 0.0)
-        ids = candidates
+        ids, sums, more = _complete(q, source, scores, unread, k, weight)
+        read += more
     else:
         ids, sums = scores.ids, scores.sums
     return _best(ids, sums, k, read)
+
+
+def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional: list[str], k: int,
+              weight: dict[str, float]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Step 3: the chunks found so far that the optional terms could still lift to the
+    k-th score, completed with them; (ids, scores, postings read). A chunk's bound from a
+    term is that of the term's block whose range holds its id (the block's highest
+    frequency in its shortest chunk; a chunk in the tail's new postings gets the term's
+    bound), so only the blocks that hold a chunk still in the running are read, the
+    rarest term first, the floor rising and the running thinning as they come."""
+    floor = scores.kth(k)
+    ids, sums = scores.ids, scores.sums.copy()
+    directory = source.directory(optional)
+    term_bound = dict(zip(q.terms, q.bounds))
+    bounds, block_of = {}, {}
+    for t in optional:
+        bound, at = np.zeros(len(ids)), np.full(len(ids), -1)
+        d = directory.get(t)
+        if d is not None and len(d.first):
+            at = np.searchsorted(d.first, ids, side="right") - 1
+            inside = (at >= 0) & (ids <= d.last[np.maximum(at, 0)])
+            at = np.where(inside, at, -1)
+            block_bound = weight[t] * saturation(d.max_tf, d.min_dl, q.average_length)
+            bound = np.where(inside, block_bound[np.maximum(at, 0)], 0.0)
+        added = source.tail_added(t)
+        if len(added):
+            where = np.minimum(np.searchsorted(added, ids), len(added) - 1)
+            bound = np.where(added[where] == ids, term_bound[t], bound)
+        bounds[t], block_of[t] = bound, at
+    rest = sum(bounds.values())
+    running = sums + rest >= floor
+    read = 0
+    for t in optional:  # rarest first
+        held = running & (bounds[t] > 0)
+        if held.any():
+            blocks = block_of[t][held]
+            d = directory.get(t)
+            firsts = np.unique(d.first[blocks[blocks >= 0]]) if d is not None else np.empty(0, dtype=np.int64)
+            p = source.read_blocks(t, firsts)
+            read += len(p.ids)
+            if len(p.ids):
+                at = np.minimum(np.searchsorted(p.ids, ids), len(p.ids) - 1)
+                hit = held & (p.ids[at] == ids)
+                sums = sums + np.where(hit, weight[t] * saturation(p.tfs[at], p.dls[at], q.average_length), 0.0)
+        rest = rest - bounds[t]
+        floor = max(floor, float(np.partition(sums[running], -k)[-k]) if running.sum() >= k else floor)
+        running &= sums + rest >= floor
+    return ids[running], sums[running], read
 
 
 def _best(ids: np.ndarray, sums: np.ndarray, k: int, read: int) -> Ranked:

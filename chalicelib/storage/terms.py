@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import psycopg
-from psycopg.adapt import Loader
-from psycopg.pq import Format
 
 
 @dataclass(frozen=True)
@@ -56,36 +54,25 @@ def statistics(conn: psycopg.Connection, kb_ids: list[str], terms: list[str]) ->
                           extremes={r["term"]: (float(r["max_tf"]), float(r["min_dl"])) for r in frequencies})
 
 
-class _NumpyArray(Loader):
-    """A one-dimensional array without NULLs, in PostgreSQL's binary format, straight into
-    numpy: a header, then each element as its length and its big-endian value. Reading a
-    block's 1,024 ids as Python ints cost more than scoring them."""
-    format = Format.BINARY
-    element: np.dtype
-
-    def load(self, data) -> np.ndarray:
-        data = bytes(data)
-        ndim = int.from_bytes(data[0:4], "big")
-        if ndim == 0:
-            return np.empty(0, dtype=self.element.newbyteorder("="))
-        size = int.from_bytes(data[12:16], "big")
-        packed = np.dtype([("length", ">i4"), ("value", self.element)])
-        return np.frombuffer(data, dtype=packed, count=size, offset=20)["value"].astype(self.element.newbyteorder("="))
+@dataclass(frozen=True)
+class Directory:
+    """A term's blocks, by range: first and last chunk id, and the highest frequency and
+    shortest chunk in each (its bound); ordered by first id."""
+    first: np.ndarray
+    last: np.ndarray
+    max_tf: np.ndarray
+    min_dl: np.ndarray
 
 
-class _Int8Array(_NumpyArray):
-    element = np.dtype(">i8")
-
-
-class _Float4Array(_NumpyArray):
-    element = np.dtype(">f4")
-
-
-def _array_cursor(conn: psycopg.Connection) -> psycopg.Cursor:
-    cur = conn.cursor(binary=True)
-    cur.adapters.register_loader(1016, _Int8Array)  # int8[]
-    cur.adapters.register_loader(1021, _Float4Array)  # float4[]
-    return cur
+def _decoded(rows: list[dict]) -> dict[str, tuple[list, list, list]]:
+    """Blocks' bytea (big-endian int8 ids, int2 frequencies, int4 lengths, migration 0026) by term."""
+    parts: dict[str, tuple[list, list, list]] = {}
+    for b in rows:
+        ids, tfs, dls = parts.setdefault(b["term"], ([], [], []))
+        ids.append(np.frombuffer(b["ids"], dtype=">i8"))
+        tfs.append(np.frombuffer(b["tfs"], dtype=">i2"))
+        dls.append(np.frombuffer(b["dls"], dtype=">i4"))
+    return parts
 
 
 class BlockPostings:
@@ -94,57 +81,71 @@ class BlockPostings:
 
     def __init__(self, conn: psycopg.Connection, kb_ids: list[str]):
         self.conn, self.kb_ids = conn, list(kb_ids)
+        self._tail: dict[str, list[dict]] = {}
 
     def read(self, terms: list[str]) -> dict[str, Postings]:
-        with _array_cursor(self.conn) as cur:
+        with self.conn.cursor(binary=True) as cur:
             blocks = cur.execute("SELECT term, ids, tfs, dls FROM term_blocks WHERE kb_id = ANY(%s) AND term = ANY(%s)"
                                  " ORDER BY term, first_id", (self.kb_ids, list(terms))).fetchall()
-        return self._with_tail(terms, blocks)
+        return self._with_tail(terms, _decoded(blocks))
 
-    def read_holding(self, terms: list[str], ids: np.ndarray) -> dict[str, Postings]:
-        """The blocks whose range holds one of ids (sorted), from the block directory."""
-        directory = self.conn.execute(
-            "SELECT kb_id, term, first_id, last_id FROM term_blocks WHERE kb_id = ANY(%s) AND term = ANY(%s)",
+    def directory(self, terms: list[str]) -> dict[str, Directory]:
+        rows = self.conn.execute(
+            "SELECT term, array_agg(first_id ORDER BY first_id) AS first, array_agg(last_id ORDER BY first_id) AS last,"
+            "       array_agg(max_tf ORDER BY first_id) AS max_tf, array_agg(min_dl ORDER BY first_id) AS min_dl"
+            "  FROM term_blocks WHERE kb_id = ANY(%s) AND term = ANY(%s) GROUP BY term",
             (self.kb_ids, list(terms))).fetchall()
-        first = np.fromiter((r["first_id"] for r in directory), dtype=np.int64, count=len(directory))
-        last = np.fromiter((r["last_id"] for r in directory), dtype=np.int64, count=len(directory))
-        holds = np.searchsorted(ids, last, side="right") > np.searchsorted(ids, first, side="left")
-        wanted = [directory[i] for i in np.flatnonzero(holds)]
-        blocks = []
-        if wanted:
-            with _array_cursor(self.conn) as cur:
-                blocks = cur.execute(
-                    "SELECT b.term, b.ids, b.tfs, b.dls FROM term_blocks b"
-                    "  JOIN unnest(%s::text[], %s::text[], %s::bigint[]) w(kb_id, term, first_id)"
-                    "    ON b.kb_id = w.kb_id AND b.term = w.term AND b.first_id = w.first_id"
-                    " ORDER BY b.term, b.first_id",
-                    ([r["kb_id"] for r in wanted], [r["term"] for r in wanted],
-                     [r["first_id"] for r in wanted])).fetchall()
-        return self._with_tail(terms, blocks)
+        return {r["term"]: Directory(np.asarray(r["first"], dtype=np.int64), np.asarray(r["last"], dtype=np.int64),
+                                     np.asarray(r["max_tf"], dtype=np.float64), np.asarray(r["min_dl"], dtype=np.float64))
+                for r in rows}
 
-    def _with_tail(self, terms: list[str], blocks: list[dict]) -> dict[str, Postings]:
-        tail = self.conn.execute(
+    def read_blocks(self, term: str, firsts: np.ndarray) -> Postings:
+        """The term's blocks that start at these ids, with the tail applied (all of the
+        tail's new postings of the term, wherever they fall)."""
+        with self.conn.cursor(binary=True) as cur:
+            blocks = cur.execute(
+                "SELECT term, ids, tfs, dls FROM term_blocks WHERE kb_id = ANY(%s) AND term = %s"
+                "   AND first_id = ANY(%s) ORDER BY first_id", (self.kb_ids, term, firsts.tolist())).fetchall()
+        return self._with_tail([term], _decoded(blocks)).get(term, Postings(*_EMPTY))
+
+    def tail_added(self, term: str) -> np.ndarray:
+        """The ids of the tail's new postings of the term (sorted)."""
+        self._load_tail([term])
+        return np.asarray(sorted(r["chunk_id"] for r in self._tail.get(term, []) if r["sign"] > 0), dtype=np.int64)
+
+    def _load_tail(self, terms: list[str]) -> None:
+        missing = [t for t in terms if t not in self._tail]
+        if not missing:
+            return
+        rows = self.conn.execute(
             "SELECT term, chunk_id, tf, dl, sign FROM chunk_terms WHERE kb_id = ANY(%s) AND term = ANY(%s)"
-            " ORDER BY term, chunk_id", (self.kb_ids, list(terms))).fetchall()
-        parts: dict[str, list[tuple]] = {}
-        for b in blocks:
-            parts.setdefault(b["term"], []).append((b["ids"], b["tfs"], b["dls"]))
-        changes: dict[str, list[dict]] = {}
-        for r in tail:
-            changes.setdefault(r["term"], []).append(r)
+            " ORDER BY term, chunk_id", (self.kb_ids, missing)).fetchall()
+        for t in missing:
+            self._tail[t] = []
+        for r in rows:
+            self._tail[r["term"]].append(r)
+
+    def _with_tail(self, terms: list[str], parts: dict[str, tuple[list, list, list]]) -> dict[str, Postings]:
+        self._load_tail(terms)
         out = {}
         for term in terms:
-            if term not in parts and term not in changes:
+            changes = self._tail.get(term, [])
+            if term not in parts and not changes:
                 continue
-            pieces = parts.get(term, [])
-            ids = np.concatenate([p[0] for p in pieces]) if pieces else np.empty(0, np.int64)
-            tfs = np.concatenate([p[1] for p in pieces]) if pieces else np.empty(0, np.float32)
-            dls = np.concatenate([p[2] for p in pieces]) if pieces else np.empty(0, np.float32)
-            if len(ids) > 1 and not np.all(ids[1:] > ids[:-1]):  # several knowledge bases' blocks
-                order = np.argsort(ids, kind="stable")
-                ids, tfs, dls = ids[order], tfs[order], dls[order]
-            out[term] = _apply_tail(Postings(ids, tfs, dls), changes.get(term, []))
+            ids, tfs, dls = parts.get(term, ([], [], []))
+            if ids:
+                p = Postings(np.concatenate(ids).astype(np.int64), np.concatenate(tfs).astype(np.float64),
+                             np.concatenate(dls).astype(np.float64))
+            else:
+                p = Postings(*_EMPTY)
+            if len(p.ids) > 1 and not np.all(p.ids[1:] > p.ids[:-1]):  # several knowledge bases' blocks
+                order = np.argsort(p.ids, kind="stable")
+                p = Postings(p.ids[order], p.tfs[order], p.dls[order])
+            out[term] = _apply_tail(p, changes)
         return out
+
+
+_EMPTY = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
 
 
 def _apply_tail(p: Postings, changes: list[dict]) -> Postings:
@@ -164,8 +165,8 @@ def _apply_tail(p: Postings, changes: list[dict]) -> Postings:
         new_ids = np.fromiter((r["chunk_id"] for r in added), dtype=np.int64, count=len(added))
         at = np.searchsorted(ids, new_ids)
         ids = np.insert(ids, at, new_ids)
-        tfs = np.insert(tfs, at, np.fromiter((r["tf"] for r in added), dtype=np.float32, count=len(added)))
-        dls = np.insert(dls, at, np.fromiter((r["dl"] for r in added), dtype=np.float32, count=len(added)))
+        tfs = np.insert(tfs, at, np.fromiter((r["tf"] for r in added), dtype=np.float64, count=len(added)))
+        dls = np.insert(dls, at, np.fromiter((r["dl"] for r in added), dtype=np.float64, count=len(added)))
     return Postings(ids, tfs, dls)
 
 

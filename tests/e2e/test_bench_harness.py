@@ -40,7 +40,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     service_weight = f"{limits.HYBRID_WEIGHTS[0]:.1f}".replace(".", r"\.")
     assert re.search(rf"^\| score \| {service_weight} \| 0\.\d{{4}} \| 0\.\d{{4}} \| the service", report, re.M)  # fusion
     # the keyword top 10 against exact BM25, at each size
-    assert len(re.findall(r"^\| [\d,]+ \| [01]\.\d{3} \| [01]\.\d \| \d+ of \d+ \|$", report, re.M)) == 2
+    assert len(re.findall(r"^\| [\d,]+ \| [01]\.\d{3} \| [01]\.\d \| [\d,]+ / [\d,]+ \| \d+\.\d \|$", report, re.M)) == 2
     assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
     for strategy in ("semantic", "keyword"):  # row-level security's cost, at each size
         assert len(re.findall(rf"^\| [\d,]+ \| {strategy} \|( \d+\.\d \|){{4}} \d+\.\d\d \|$", report, re.M)) == 2
@@ -63,6 +63,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert folder["deployed"]["processed"] == folder["inProcess"]["processed"] > 0, folder
     assert {"chunks", "strategy", "cache", "p50Ms", "p95Ms", "p99Ms", "apiP50Ms", "apiP95Ms"} <= set(figures["search"][0])
     assert sum(row["service"] for row in figures["hnswRecall"]) == 2  # the service's ef_search, at each size
+    assert [row["agreementAt10"] for row in figures["bm25Agreement"]] == [1.0, 1.0]  # exact at each size
     assert {"ours: hybrid", "BM25 (rank_bm25)"} <= {row["method"] for row in figures["quality"]}
     assert {row["limit"] for row in figures["documentsList"]} == {100, 1000}
     assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
