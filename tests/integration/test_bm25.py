@@ -195,7 +195,7 @@ def test_the_top_is_exact_from_blocks_and_tail_when_common_terms_are_read_only_w
     holding = []
     real = terms.BlockPostings.read_blocks
     monkeypatch.setattr(terms.BlockPostings, "read_blocks",
-                        lambda self, t, firsts: holding.append(t) or real(self, t, firsts))
+                        lambda self, wanted: holding.extend(wanted) or real(self, wanted))
     got = _keyword(principal, kb, query, top_k=top_k)
     want = _bm25(kb["id"], query)[:top_k]
     assert [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == want

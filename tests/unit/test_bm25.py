@@ -34,16 +34,20 @@ class Source:
                                    np.array([p.dls[i:i + n].min() for i in starts], float))
         return out
 
-    def read_blocks(self, term, firsts):
-        p = self.postings.get(term)
-        if p is None:
-            return Postings(np.empty(0, np.int64), np.empty(0), np.empty(0))
-        self.blocks_read[term] = self.blocks_read.get(term, 0) + len(firsts)
-        keep = np.zeros(len(p.ids), bool)
-        for first in firsts:
-            i = int(np.searchsorted(p.ids, first))
-            keep[i:i + self.block] = True
-        return Postings(p.ids[keep], p.tfs[keep], p.dls[keep])
+    def read_blocks(self, wanted):
+        out = {}
+        for term, firsts in wanted.items():
+            p = self.postings.get(term)
+            if p is None:
+                out[term] = Postings(np.empty(0, np.int64), np.empty(0), np.empty(0))
+                continue
+            self.blocks_read[term] = self.blocks_read.get(term, 0) + len(firsts)
+            keep = np.zeros(len(p.ids), bool)
+            for first in firsts:
+                i = int(np.searchsorted(p.ids, first))
+                keep[i:i + self.block] = True
+            out[term] = Postings(p.ids[keep], p.tfs[keep], p.dls[keep])
+        return out
 
     def tail_added(self, term):
         return np.empty(0, np.int64)

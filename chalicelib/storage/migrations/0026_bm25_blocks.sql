@@ -68,15 +68,15 @@ BEGIN
     added AS (
         INSERT INTO chunk_terms (kb_id, term, chunk_id, tf, dl, sign)
         SELECT kb_id, term, chunk_id, tf, dl, 1 FROM d WHERE sign > 0),
-    -- A chunk is in the tail whole or in the blocks whole: a compaction folds whole stores.
+    -- A removed posting leaves the tail when it is there, else is voided in the blocks.
     dropped AS (
         DELETE FROM chunk_terms p USING d
          WHERE sign < 0 AND p.sign = 1 AND p.kb_id = d.kb_id AND p.term = d.term AND p.chunk_id = d.chunk_id
-        RETURNING p.chunk_id),
+        RETURNING p.term, p.chunk_id),
     voided AS (
         INSERT INTO chunk_terms (kb_id, term, chunk_id, tf, dl, sign)
         SELECT d.kb_id, d.term, d.chunk_id, d.tf, d.dl, -1 FROM d
-         WHERE sign < 0 AND NOT EXISTS (SELECT 1 FROM dropped x WHERE x.chunk_id = d.chunk_id)
+         WHERE sign < 0 AND NOT EXISTS (SELECT 1 FROM dropped x WHERE x.chunk_id = d.chunk_id AND x.term = d.term)
            AND EXISTS (SELECT 1 FROM knowledge_bases kb WHERE kb.id = d.kb_id)),
     totals AS (
         INSERT INTO kb_text_stats AS s (kb_id, chunks, length)
