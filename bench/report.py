@@ -168,11 +168,14 @@ def cold_section(cold: dict) -> list[str]:
     return ["## Cold starts and bursts", "", report(cold), ""]
 
 
+LOAD_HEADING = "## Load: the knee"
+
+
 def load_section(results: dict) -> list[str]:
     """The load knee and what the same workload needs on AWS (issue 30): bench/load.py."""
     import load as load_bench
 
-    return ["## Load: the knee", "", load_bench.report(results), ""]
+    return [LOAD_HEADING, "", load_bench.report(results), ""]
 
 
 def load_json(results: dict | None) -> dict | None:
@@ -231,21 +234,25 @@ def chunking_json(chunking: dict) -> list[dict]:
 
 
 def write_chunking_docs(chunking: dict) -> None:
-    """The chunking figures into docs/ on their own (bench/chunking.py --docs): the section
-    replaces the report's old one or is added at its end, the JSON gets chunkingStrategies."""
-    report, figures = ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "benchmarks.json"
+    """The chunking figures into docs/ on their own (bench/chunking.py --docs)."""
+    write_section_docs(CHUNKING_HEADING, chunking_section(chunking), {"chunkingStrategies": chunking_json(chunking)})
+
+
+def write_section_docs(heading: str, lines: list[str], figures: dict) -> None:
+    """One benchmark's section and figures into docs/ on their own (a script's --docs): the
+    section replaces the report's old one or is added at its end, the JSON gets the keys."""
+    report, figures_file = ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "benchmarks.json"
     text = report.read_text()
-    section = "\n".join(chunking_section(chunking))
-    if CHUNKING_HEADING in text:
-        before, rest = text.split(CHUNKING_HEADING, 1)
+    section = "\n".join(lines)
+    if heading in text:
+        before, rest = text.split(heading, 1)
         after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""
         text = before + section + ("\n## " + after if after else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     report.write_text(text)
-    figures.write_text(json.dumps(json.loads(figures.read_text()) | {"chunkingStrategies": chunking_json(chunking)},
-                                  indent=1) + "\n")
-    print(f"wrote the chunking figures into {report} and {figures}")
+    figures_file.write_text(json.dumps(json.loads(figures_file.read_text()) | figures, indent=1) + "\n")
+    print(f"wrote {heading.lstrip('# ')} into {report} and {figures_file}")
 
 
 def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict,
