@@ -549,7 +549,7 @@ def seed_targets(ours: dict, ingestion: dict, load_results: dict | None = None) 
                      "measured": f"{top['clients']} clients: {top['perSecond']:.0f} searches/s, p95 {top['p95']:.0f} ms"
                                  + "".join(f"; a cold burst of {b['clients']}: {b['errors']} errors" for b in bursts),
                      "how": "the local stack on this 2-core machine (one emulated gateway, Lambda workers as"
-                            " processes); 1000 users were not tried here: that load test is issue 30's",
+                            " processes); the load knee is bench/load.py's, which only make bench runs",
                      "met": None})
     return rows
 
