@@ -30,10 +30,13 @@ from common import corpus, fresh_database, percentile, queries_and_qrels, save_r
 # name -> (module, attribute): each wrapped in place while a request runs; the time of a
 # stage excludes the stages it calls, so the stages and "other" add up to the request.
 STAGES = {
+    # before the one round trip (commit e88e32f), and since: a stage the code lacks is left out
     "bad-key check": ("chalicelib.auth.throttle", "refuse_if_guessing"),
     "rate limit": ("chalicelib.auth.throttle", "take_before_authentication"),
+    "Redis round trip (bad keys, keys' generation, rate limit)": ("chalicelib.auth.throttle", "check"),
     "rate limit (after lookup)": ("chalicelib.auth.throttle", "take"),
     "key lookup": ("chalicelib.api.http", "authenticate"),
+    "key lookup (remembered or not)": ("chalicelib.auth.keys", "authenticate"),
     "organisation setting": ("chalicelib.storage.db", "_act_for"),
     "connection": ("chalicelib.storage.db", "_current"),
     "body": ("chalicelib.api.search", "json_body"),
@@ -90,7 +93,8 @@ def instrumented(tally: Tally):
 
     for name, (module, attr) in STAGES.items():
         owner = importlib.import_module(module)
-        patch(owner, attr, tally.timed(name, getattr(owner, attr)))
+        if hasattr(owner, attr):
+            patch(owner, attr, tally.timed(name, getattr(owner, attr)))
 
     def counting(kind, fn):
         @functools.wraps(fn)
@@ -207,10 +211,10 @@ def main() -> dict:
     print(f"\nin process, {results['requests']} cached semantic searches (load {results['loadBefore']} -> "
           f"{results['loadAfter']}): {results['redisRoundTrips']:g} Redis round trips and "
           f"{results['sqlStatements']:g} SQL statements a request")
-    print(f"{'stage':42} {'p50 ms':>8} {'p95 ms':>8}")
+    print(f"{"stage":58} {'p50 ms':>8} {'p95 ms':>8}")
     for row in results["stages"]:
-        print(f"{row['stage']:42} {row['p50']:8.3f} {row['p95']:8.3f}")
-    print(f"{'request':42} {results['total']['p50']:8.3f} {results['total']['p95']:8.3f}")
+        print(f"{row["stage"]:58} {row['p50']:8.3f} {row['p95']:8.3f}")
+    print(f"{"request":58} {results['total']['p50']:8.3f} {results['total']['p95']:8.3f}")
     os.environ["DATABASE_URL"] = owner_url
     from common import drop_database
 
