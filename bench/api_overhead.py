@@ -211,10 +211,10 @@ def main() -> dict:
     print(f"\nin process, {results['requests']} cached semantic searches (load {results['loadBefore']} -> "
           f"{results['loadAfter']}): {results['redisRoundTrips']:g} Redis round trips and "
           f"{results['sqlStatements']:g} SQL statements a request")
-    print(f"{"stage":58} {'p50 ms':>8} {'p95 ms':>8}")
+    print(f"{'stage':58} {'p50 ms':>8} {'p95 ms':>8}")
     for row in results["stages"]:
-        print(f"{row["stage"]:58} {row['p50']:8.3f} {row['p95']:8.3f}")
-    print(f"{"request":58} {results['total']['p50']:8.3f} {results['total']['p95']:8.3f}")
+        print(f"{row['stage']:58} {row['p50']:8.3f} {row['p95']:8.3f}")
+    print(f"{'request':58} {results['total']['p50']:8.3f} {results['total']['p95']:8.3f}")
     os.environ["DATABASE_URL"] = owner_url
     from common import drop_database
 
