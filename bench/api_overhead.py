@@ -43,6 +43,7 @@ STAGES = {
     "knowledge-base access": ("chalicelib.storage.knowledge_bases", "visible_by_ids"),
     "results cache": ("chalicelib.retrieval.results_cache", "cache_key"),
     "results cache read": ("chalicelib.retrieval.results_cache", "cached_result"),
+    "results cache (one round trip)": ("chalicelib.retrieval.results_cache", "lookup"),
     "search itself": ("chalicelib.retrieval.search", "_search"),
     "retrieval event": ("chalicelib.metrics", "record_search"),
     "view": ("chalicelib.api.search", "search_view"),
