@@ -4,8 +4,8 @@ the search, service-side, and what the emulated API Gateway then serves.
     .venv/bin/python bench/api_overhead.py [--quick] [--requests 400] [--gateway] [--seconds 15]
 
 Needs the local stack (`make up`); works in the benchmark database (kb_bench) and Redis
-database 14, as bench/retrieval.py does, over 200 SciFact abstracts (a cached answer
-does not depend on the corpus's size).
+database 14, as bench/retrieval.py does, over 200 SciFact abstracts (20 with --quick: a
+cached answer does not depend on the corpus's size).
 
 - in process: the Chalice app driven through Chalice's test client (routing, middleware,
   authentication, rate limit, the organisation's database setting, the results cache,
@@ -181,6 +181,51 @@ def gateway(kb: dict, key: str, queries: list[dict], seconds: float) -> list[dic
         return [api.throughput(kb["id"], key, queries, clients, seconds) for clients in (1, 4, 16)]
 
 
+def alternating(kb: dict, key: str, queries: list[dict], seconds: float, zips: list[str], rounds: int) -> list[dict]:
+    """Each code zip in turn as the API function's (UpdateFunctionCode recycles its workers), each
+    measured as gateway() does, `rounds` times: two builds compared on the same loaded machine
+    within minutes of each other. The last zip stays deployed."""
+    from pathlib import Path
+
+    import api
+    from deploy import wait_until_updated
+
+    client, rows = api._lambda_client(), []
+    for n in range(rounds):
+        for path in zips:
+            client.update_function_code(FunctionName=api.API_FUNCTION, ZipFile=Path(path).read_bytes())
+            wait_until_updated(client, api.API_FUNCTION)
+            load = load_average()
+            for row in gateway(kb, key, queries, seconds):
+                rows.append({"round": n + 1, "code": Path(path).name, "load": load, **row})
+                print(f"round {n + 1} {Path(path).name:24} {row['clients']:3d} clients {row['perSecond']:7.1f} req/s"
+                      f"  p50 {row['p50']:6.1f}  p95 {row['p95']:6.1f} ms  (load {load})", flush=True)
+    return rows
+
+
+def report(results: dict) -> str:
+    """The docs/benchmarks.md section (bench/report.py)."""
+    lines = [f"A warm semantic search answered from the results cache, through the Chalice app in process "
+             f"(routing, middleware, authentication, rate limit, the organisation's database setting, the results "
+             f"cache, the retrieval event, the view), logged in as `kb_app`; {results['requests']} requests, load "
+             f"average {results['loadBefore']} before and {results['loadAfter']} after. Each stage's time excludes "
+             f"the stages it calls. A request made **{results['redisRoundTrips']:g} Redis round trips and "
+             f"{results['sqlStatements']:g} SQL statement{'' if results['sqlStatements'] == 1 else 's'}** (5 and 4 before the one round trip and the remembered "
+             "key callers of issue 30).", "", "| stage | p50 ms | p95 ms |", "|---|---|---|"]
+    lines += [f"| {r['stage']} | {r['p50']:.3f} | {r['p95']:.3f} |" for r in results["stages"]]
+    lines.append(f"| **request** | **{results['total']['p50']:.3f}** | **{results['total']['p95']:.3f}** |")
+    return "\n".join(lines)
+
+
+def figures(results: dict) -> dict:
+    """benchmarks.json's apiOverhead."""
+    return {"requests": results["requests"], "redisRoundTrips": results["redisRoundTrips"],
+            "sqlStatements": results["sqlStatements"], "p50Ms": results["total"]["p50"],
+            "p95Ms": results["total"]["p95"],
+            "stages": [{"stage": r["stage"], "p50Ms": r["p50"], "p95Ms": r["p95"]} for r in results["stages"]],
+            "load": [results["loadBefore"], results["loadAfter"]]}
+
+
 def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -191,8 +236,11 @@ def main() -> dict:
     parser.add_argument("--requests", type=int, default=400, help="in-process requests measured")
     parser.add_argument("--gateway", action="store_true", help="also requests/s through API Gateway")
     parser.add_argument("--seconds", type=float, default=15, help="seconds per gateway client count")
+    parser.add_argument("--alternate", nargs="+", metavar="ZIP",
+                        help="code zips (build/local/deployment.zip of each build) measured in turn instead")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --alternate")
     args = parser.parse_args()
-    docs = corpus(200)
+    docs = corpus(20 if args.quick else 200)
     queries = queries_and_qrels({d["_id"] for d in docs})[0][:20]
     from chalicelib import metrics
 
@@ -201,6 +249,10 @@ def main() -> dict:
     metrics.count_lookup, metrics.record_search = events  # quieted by fresh_database; their cost counts here
     owner_url = os.environ["DATABASE_URL"]
     results = {"loadBefore": load_average()}
+    if args.alternate:
+        results["alternating"] = alternating(kb, key, queries, args.seconds, args.alternate, args.rounds)
+        save_results("api_overhead_alternating", args.quick, results)
+        return results
     if args.gateway:
         results["gateway"] = gateway(kb, key, queries, 1 if args.quick else args.seconds)
         print(f"\nthrough API Gateway (cached answers; load {results['loadBefore']}):")
