@@ -79,3 +79,14 @@ def test_without_redis_every_request_asks_the_database(route, monkeypatch):
         port = sock.getsockname()[1]
     monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{port}/0")
     assert [route(token) for _ in range(3)] == [(200, 1)] * 3  # no generation to remember it under
+
+
+def test_kb_search_refuses_a_revoked_key_it_remembered(service_env):
+    from chalicelib.api.direct_invoke import handle_kb_search
+
+    admin, token = issue_key(f"org-{secrets.token_hex(4)}", "ada")
+    event = {"apiKey": token, "knowledgeBaseId": "kb_nowhere", "query": "q"}
+    assert handle_kb_search(event)["error"]["status"] == 404  # authenticated: the knowledge base is not there
+    assert keys.remembered(token) == admin
+    _another_worker_revokes(lambda: keys.revoke_key(admin, admin.key_id))
+    assert handle_kb_search(event)["error"]["status"] == 401
