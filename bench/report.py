@@ -185,6 +185,19 @@ def load_json(results: dict | None) -> dict | None:
     return load_bench.figures(results) if results else None
 
 
+def api_overhead_section(overhead: dict | None) -> list[str]:
+    """A cached search's time outside the search, by stage (issue 30): bench/api_overhead.py."""
+    from api_overhead import report
+
+    return ["## The API's own overhead", "", report(overhead), ""] if overhead else []
+
+
+def api_overhead_json(overhead: dict | None) -> dict:
+    from api_overhead import figures
+
+    return {"apiOverhead": figures(overhead)} if overhead else {}
+
+
 def real_folder_section(folder: dict) -> list[str]:
     """A real mixed folder through the deployed pipeline against in-process (issue 27): bench/real_folder.py."""
     from real_folder import report
@@ -431,6 +444,7 @@ def main() -> None:
             # steps of 2 s) still takes ~25 s with its own corpus, too dear for make test's harness
             run_script("load.py")
         run_script("real_folder.py", *flag)
+        run_script("api_overhead.py", *flag)
         if not args.quick:  # about 30 minutes uncached, 22 s for 60 abstracts: kept out of the quick harness
             run_script("chunking.py")
     ingest = saved_ingest.read_text()
@@ -448,8 +462,11 @@ def main() -> None:
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
     chunking = None if args.quick else load("chunking.json")
+    overhead_file = ROOT / ".kb" / "bench-results" / f"api_overhead{suffix}.json"
+    overhead = json.loads(overhead_file.read_text()) if overhead_file.exists() else None
     report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder, targets,
                                load_results)
+                      + "\n".join(api_overhead_section(overhead))
                       + ("\n" + "\n".join(chunking_section(chunking)) if chunking else ""))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
@@ -457,7 +474,8 @@ def main() -> None:
                                                                       "loadKnee": load_json(load_results),
                                                                       "realFolder": real_folder_json(folder),
                                                                       "seedTargets": targets}
-                                  | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {}),
+                                  | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
+                                  | api_overhead_json(overhead),
                                   indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
 
