@@ -92,32 +92,38 @@ def latency(kb_id: str, key: str, queries, redis_url: str) -> dict:
 
 
 def throughput(kb_id: str, key: str, queries, clients: int, seconds: float) -> dict:
-    """Requests per second with `clients` threads searching for `seconds`, every
-    query embedding cached first: this measures the service, not the model."""
+    """Requests per second with `clients` threads searching for `seconds` on warm workers:
+    every thread first sends each query once, together (as many API workers as clients start
+    then, and every query's embedding and answer is cached), and the clock starts once all
+    have. This measures the warm service, not the model nor cold starts (cold_burst and
+    bench/cold.py measure those): warmed by one client, the 16-client run used to start 12
+    workers inside its 15 s (.kb/logs/ministack.log), each importing the app on a CPU the
+    others were serving on (8.4 req/s, p95 22.6 s, load 7-12, bench/api_overhead.py)."""
     import requests
 
     url = search_url(kb_id)
     bodies = [{"query": q["text"], "topK": 5, "strategy": "semantic"} for q in queries]
-    warm = requests.Session()
-    for body in bodies:
-        timed_search(warm, url, key, body)
-    times, lock, stop = [], threading.Lock(), time.monotonic() + seconds
+    times, lock, clock = [], threading.Lock(), {}
+    warm = threading.Barrier(clients, action=lambda: clock.update(started=time.monotonic(),
+                                                                   stop=time.monotonic() + seconds))
 
     def client(offset: int):
         session, i = requests.Session(), offset
-        while time.monotonic() < stop:
+        for body in bodies:
+            timed_search(session, url, key, body)
+        warm.wait()
+        while time.monotonic() < clock["stop"]:
             elapsed = timed_search(session, url, key, bodies[i % len(bodies)])
             with lock:
                 times.append(elapsed)
             i += 1
 
-    started = time.monotonic()
     threads = [threading.Thread(target=client, args=(n * 7,)) for n in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.monotonic() - started
+    wall = time.monotonic() - clock["started"]
     return {"clients": clients, "requests": len(times), "perSecond": len(times) / wall,
             "p50": percentile(times, 50), "p95": percentile(times, 95)}
 

@@ -35,6 +35,12 @@ class Settings:
     url_private_addresses_allowed: bool  # documents fetched from URLs: the local stack's test servers
 
 
+def redis_url() -> str:
+    """REDIS_URL alone, for every Redis call: load_settings builds all the settings (~70 µs;
+    a cached search called it 4 times, cProfile of bench/api_overhead.py's requests)."""
+    return os.environ.get("REDIS_URL", "")
+
+
 def load_settings() -> Settings:
     env = os.environ
     return Settings(
@@ -42,7 +48,7 @@ def load_settings() -> Settings:
         database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
         database_host=env.get("DATABASE_HOST", ""),
         database_name=env.get("DATABASE_NAME", "kb"),
-        redis_url=env.get("REDIS_URL", ""),
+        redis_url=redis_url(),
         bucket=env.get("KB_BUCKET", "kb-documents-local"),
         state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
         trigger_dlq_url=env.get("TRIGGER_DLQ_URL", ""),

@@ -1,13 +1,12 @@
 """Per-knowledge-base generation counters in Redis. Every write that changes what a
 search of a knowledge base can answer (chunks stored or deleted, entries, the knowledge
 base's settings or deletion) bumps its counter once committed; the results cache
-(chalicelib/retrieval/results_cache.py) keys each answer on the counters it read before
-searching, so a bumped counter leaves the older answers unreachable until they expire.
+(chalicelib/retrieval/results_cache.py) keeps each answer with the counters it read before
+searching, so a bumped counter leaves the older answers unused until they expire.
 
 Kept out of chalicelib.retrieval: the S3 trigger's function imports this without the
 search and embedding code. Redis down: no counters, so no cached answers, never an error."""
 import logging
-from typing import Optional
 
 import redis
 
@@ -20,16 +19,13 @@ def _key(kb_id: str) -> str:
     return f"kb:gen:{kb_id}"
 
 
-def generations(kb_ids) -> Optional[tuple[int, ...]]:
-    """Each knowledge base's counter (0 before its first write); None without Redis."""
-    client = redis_client()
-    if client is None:
-        return None
-    try:
-        values = client.mget([_key(k) for k in kb_ids])
-    except redis.RedisError as exc:
-        logger.warning("results cache unavailable: %s", exc)
-        return None
+def keys(kb_ids) -> list[str]:
+    """The counters' Redis keys, for a reader that reads them with something else (MGET)."""
+    return [_key(k) for k in kb_ids]
+
+
+def counted(values) -> tuple[int, ...]:
+    """Each knowledge base's counter from MGET's answer to keys() (0 before its first write)."""
     return tuple(int(v or 0) for v in values)
 
 

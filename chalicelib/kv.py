@@ -4,14 +4,14 @@ from typing import Optional
 
 import redis
 
-from chalicelib.config import load_settings
+from chalicelib.config import redis_url
 
 _clients: dict[tuple[str, float], redis.Redis] = {}
 
 
 def redis_client(timeout: float = 0.25) -> Optional[redis.Redis]:
     """None when no Redis is configured. `timeout` bounds connecting and each answer."""
-    url = load_settings().redis_url
+    url = redis_url()
     if not url:
         return None
     if (url, timeout) not in _clients:

@@ -183,6 +183,12 @@ ORG_BURST_SECONDS = 2
 # next requests meet their bucket before the database lookup; a changed rate applies
 # within this time.
 KEY_LIMITS_REMEMBERED_SECONDS = 300
+# A worker remembers the caller a key names this long (auth/keys.py): a revocation or a role
+# change reaches every worker at its next request through Redis, so this bounds only what
+# Redis cannot say, a key's expiry and a change made while Redis was unreachable. Asking the
+# database on every request was one statement of the four a cached search made (and two
+# more setting the session's organisation each way), bench/api_overhead.py.
+KEY_REMEMBERED_SECONDS = 5
 # The limiter's Redis timeout: past it a request goes unlimited, so it is longer than the
 # query cache's 0.25 s (a miss there costs only an embedding). Margin, not a measured fix:
 # cold bursts of 32 at load 20-45 here logged no limiter timeout at 0.25 s.

@@ -7,7 +7,7 @@ import logging
 from chalicelib.agents import invoke_tool
 from chalicelib.api.http import error_body, status_of
 from chalicelib.api.views import search_view, tool_result_view
-from chalicelib.auth import authenticate, throttle
+from chalicelib.auth import keys, throttle
 from chalicelib.errors import Invalid, ServiceError, Unauthorized
 from chalicelib.retrieval import parse_search_request, search
 from chalicelib.storage import acting_for
@@ -22,11 +22,11 @@ def handle_kb_search(event: dict) -> dict:
             raise Invalid("the payload must be a JSON object")
         check_text(event)
         token = event.get("apiKey") if isinstance(event.get("apiKey"), str) else None
-        taken = throttle.take_before_authentication(token)  # a refusal costs no database lookup
-        principal = authenticate(token)
+        checked = throttle.check(token, None, keys.remembered(token))  # as the API's (api/http.py)
+        principal = keys.authenticate(token, checked.keys_generation)
         if principal is None:
             raise Unauthorized("apiKey is missing or not valid")
-        if not taken:
+        if not checked.taken:
             throttle.take(principal, token)
         with acting_for(principal.org_id, principal.user_id):
             return _answer(principal, event)

@@ -35,8 +35,10 @@ def _responder(path: str):
 
 def allowed_origin(origin: Optional[str]) -> Optional[str]:
     """The value of Access-Control-Allow-Origin for this Origin, or None."""
+    if not origin:  # most callers are not browsers
+        return None
     configured = load_settings().cors_origins
-    if not origin or not configured:
+    if not configured:
         return None
     if "*" in configured:
         return "*"

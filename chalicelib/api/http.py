@@ -8,7 +8,7 @@ from typing import Any, Callable
 from chalice import Response
 
 from chalicelib import errors, limits
-from chalicelib.auth import Principal, authenticate, bearer_token, throttle
+from chalicelib.auth import Principal, bearer_token, keys, throttle
 from chalicelib.storage import acting_for
 from chalicelib.validate import check_text
 
@@ -98,11 +98,12 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
             try:
                 request = blueprint.current_request
                 source = ((request.context or {}).get("identity") or {}).get("sourceIp")
-                throttle.refuse_if_guessing(source)
                 token = bearer_token(request.headers.get("authorization"))
-                taken = throttle.take_before_authentication(token)  # a refusal costs no database lookup
-                principal = _principal(token, source)
-                if not taken:
+                # One Redis round trip: bad keys, the keys' generation, the token (a refusal costs
+                # no database lookup); the caller remembered under that generation, or looked up.
+                checked = throttle.check(token, source, keys.remembered(token))
+                principal = _principal(token, source, checked.keys_generation)
+                if not checked.taken:
                     throttle.take(principal, token)
                 for name, value in kwargs.items():  # path ids reach SQL: no NUL, no broken Unicode
                     check_text(value, name)
@@ -119,10 +120,10 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
     return decorate
 
 
-def _principal(token, source) -> Principal:
+def _principal(token, source, keys_generation) -> Principal:
     if token is None:
         raise errors.Unauthorized("send an API key as 'Authorization: Bearer <key>'")
-    principal = authenticate(token)
+    principal = keys.authenticate(token, keys_generation)
     if principal is None:
         throttle.count_bad_key(source)
         raise errors.Unauthorized("the API key is not valid (unknown, revoked or expired)")

@@ -2,11 +2,12 @@
 together by one script (atomic: concurrent workers cannot both spend the last token),
 and a count of bad keys per source address so guessing keys slows down.
 
-A request is checked before any expensive work: the key's bucket is named by a hash of
-the presented key, so a worker that has never seen the key can ask Redis before it asks
-the database. What the bucket needs to know (the key's rate and its organisation) is
-remembered in Redis from the key's last authentication; a key not seen for a while is
-authenticated first and then takes its token.
+A request is checked before any expensive work, in one Redis round trip (check): the
+key's bucket is named by a hash of the presented key, and what the bucket needs to know
+(the key's rate and its organisation) comes from the caller this worker remembers for the
+key (auth/keys.py), or else from Redis, where it is remembered from the key's last
+authentication (a second round trip); a key not seen for a while is authenticated first
+and then takes its token.
 
 Redis down or slow means no limit, with a warning: the limiter protects the service, it
 must not become the reason a search fails (each worker would otherwise need a bucket of
@@ -14,6 +15,7 @@ its own, and a cold burst starts a worker per request, each with a full bucket).
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 import redis
@@ -58,6 +60,7 @@ end
 return {allowed, wait, refused}
 """
 _scripts: dict[int, "redis.commands.core.Script"] = {}
+_BUCKETS_SHA = hashlib.sha1(_BUCKETS.encode("utf-8")).hexdigest()
 
 
 def _unavailable(exc: Exception) -> None:
@@ -74,18 +77,29 @@ def _limits_key(digest: str) -> str:
     return f"kb:rate:who:{digest}"
 
 
-def _take(client: redis.Redis, digest: str, org_id: str, rate: float) -> None:
+def _buckets(digest: str, org_id: str, rate: float) -> tuple[list[str], list[float]]:
+    """The script's KEYS and ARGV for this key's request."""
     burst = rate * limits.KEY_BURST_SECONDS
     # A key the operator granted more than the organisation's default (`make key RATE=`, the
     # benchmarks' keys) lifts its organisation's bucket to its own rate: the grant would mean
     # nothing otherwise.
     org_rate = max(limits.ORG_RATE_PER_SECOND, rate)
-    org_burst = org_rate * limits.ORG_BURST_SECONDS
+    return ([f"kb:rate:{{{org_id}}}:key:{digest}", f"kb:rate:{{{org_id}}}:org"],
+            [rate, burst, org_rate, org_rate * limits.ORG_BURST_SECONDS])
+
+
+def _take(client: redis.Redis, digest: str, org_id: str, rate: float) -> None:
+    keys, args = _buckets(digest, org_id, rate)
     script = _scripts.get(id(client))
     if script is None:
         script = _scripts[id(client)] = client.register_script(_BUCKETS)  # EVALSHA, EVAL on NOSCRIPT
-    allowed, wait_ms, refused = script(keys=[f"kb:rate:{{{org_id}}}:key:{digest}", f"kb:rate:{{{org_id}}}:org"],
-                                      args=[rate, burst, org_rate, org_burst])
+    _refuse_unless(script(keys=keys, args=args), args)
+
+
+def _refuse_unless(answer, args: list[float]) -> None:
+    """Throttled unless the script's answer allowed the request."""
+    allowed, wait_ms, refused = answer
+    rate, burst, org_rate, org_burst = args
     if not allowed:
         retry_after = max(1, -(-int(wait_ms) // 1000))
         if refused in (b"organisation", "organisation"):
@@ -95,23 +109,67 @@ def _take(client: redis.Redis, digest: str, org_id: str, rate: float) -> None:
                         retry_after=retry_after)
 
 
-def take_before_authentication(token: Optional[str]) -> bool:
-    """Takes this presented key's token when Redis remembers its limits (Throttled when
-    its bucket or its organisation's is empty), before the database is asked who it is.
-    True when decided here (taken; or Redis unreachable: not limited), False when the
-    key must be authenticated first (then `take` it with its principal)."""
+@dataclass(frozen=True)
+class Checked:
+    """What a request's first Redis round trip said."""
+    taken: bool  # its token taken (or Redis unreachable: not limited); False: take it once authenticated
+    keys_generation: Optional[str]  # keys.GENERATION_KEY's value ("" unset); None when Redis did not answer
+
+
+def check(token: Optional[str], source: Optional[str], known: Optional[Principal]) -> Checked:
+    """Everything a request asks Redis before its view, in one round trip: whether its address
+    sent too many bad keys this minute, the keys' generation (auth/keys.py), and, when this
+    worker remembers the key's caller (known), its token from its buckets; Throttled when
+    refused. Without a known caller, the key's limits remembered in Redis (take's) are read
+    in the same round trip and its token taken in a second one."""
     client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
-    if client is None or not token:
-        return False
-    digest = token_digest(token)
+    if client is None:
+        return Checked(taken=False, keys_generation=None)
+    from chalicelib.auth.keys import GENERATION_KEY
+
+    digest = token_digest(token) if token else None
+    pipe = client.pipeline(transaction=False)
+    if source:
+        pipe.get(_bad_key_window(source)[0])
+    pipe.get(GENERATION_KEY)
+    if digest and known is not None:
+        keys, args = _buckets(digest, known.org_id, known.rate_per_second or load_settings().key_rate_per_second)
+        pipe.evalsha(_BUCKETS_SHA, len(keys), *keys, *args)
+    elif digest:
+        pipe.hmget(_limits_key(digest), "org", "rate")
     try:
-        known = client.hmget(_limits_key(digest), "org", "rate")
-        if known[0] is None or known[1] is None:
-            return False
-        _take(client, digest, known[0].decode(), float(known[1]))
+        answers = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
         _unavailable(exc)
-    return True
+        return Checked(taken=True, keys_generation=None)
+    failed = next((a for a in answers if isinstance(a, redis.RedisError) and not _no_script(a)), None)
+    if failed is not None:
+        _unavailable(failed)
+        return Checked(taken=True, keys_generation=None)
+    if source:
+        _refuse_if_over(int(answers.pop(0) or 0), source)
+    generation = (answers.pop(0) or b"").decode()
+    if not digest:
+        return Checked(taken=False, keys_generation=generation)
+    try:
+        if known is not None:
+            answer = answers[0]
+            if _no_script(answer):  # a Redis that restarted or flushed its scripts: loaded again, once
+                client.script_load(_BUCKETS)
+                answer = client.evalsha(_BUCKETS_SHA, len(keys), *keys, *args)
+            _refuse_unless(answer, args)
+            return Checked(taken=True, keys_generation=generation)
+        org, rate = answers[0]
+        if org is None or rate is None:
+            return Checked(taken=False, keys_generation=generation)
+        _take(client, digest, org.decode(), float(rate))
+    except redis.RedisError as exc:
+        _unavailable(exc)
+    return Checked(taken=True, keys_generation=generation)
+
+
+def _no_script(answer) -> bool:
+    return isinstance(answer, redis.exceptions.NoScriptError)
 
 
 def take(principal: Principal, token: Optional[str] = None) -> None:
@@ -137,16 +195,8 @@ def _bad_key_window(source: str) -> tuple[str, int]:
     return f"kb:badkeys:{source}:{window}", 60 - int(time.time()) % 60
 
 
-def refuse_if_guessing(source: Optional[str]) -> None:
-    """Throttled when this address sent too many bad keys this minute."""
-    client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
-    if client is None or not source:
-        return
-    key, left = _bad_key_window(source)
-    try:
-        seen = int(client.get(key) or 0)
-    except redis.RedisError as exc:
-        return _unavailable(exc)
+def _refuse_if_over(seen: int, source: str) -> None:
+    _, left = _bad_key_window(source)
     if seen >= load_settings().bad_keys_per_minute:
         raise Throttled(f"too many requests with keys that are not valid from this address;"
                         f" try again in {left} s", retry_after=left)

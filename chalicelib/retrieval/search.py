@@ -50,11 +50,11 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
     missing = set(request.knowledge_base_ids) - {kb["id"] for kb in kbs}
     if missing:
         raise NotFound.thing("knowledge base", sorted(missing)[0])
-    key = results_cache.cache_key(principal, request)
-    result = results_cache.cached_result(key)
+    read = results_cache.lookup(principal, request)
+    result = read.found if read is not None else None
     if result is None:
         result = _search(principal, request, kbs)
-        results_cache.store_result(key, result)
+        results_cache.store_result(read, result)
     took_ms = (time.monotonic() - started) * 1000
     result = replace(result, took_ms=int(took_ms))
     metrics.record_search(metrics.SearchEvent(

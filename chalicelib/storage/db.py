@@ -163,14 +163,17 @@ def reset(slot: Optional[str] = None) -> None:
 
 
 @contextmanager
-def connection() -> Iterator[psycopg.Connection]:
+def connection(*, keep_caller: bool = False) -> Iterator[psycopg.Connection]:
     """The worker's connection in autocommit mode. A connection that the server
     dropped (restart, idle timeout) is replaced on the next call; meanwhile the
     fault is a Transient error (a 503, a retried pipeline step) whose message names
-    no host, socket or SQL."""
+    no host, socket or SQL. keep_caller: the statements read nothing row-level security
+    limits (the key lookup's security-definer function), so the session keeps acting for
+    whoever it last did (nothing, on a new connection) instead of a setting each way."""
     try:
         conn = _current()
-        _act_for(conn, _acting_for.get())
+        if not keep_caller:
+            _act_for(conn, _acting_for.get())
     except psycopg.OperationalError as exc:
         logger.warning("could not connect to the database: %s", exc)
         raise Transient("the database is unavailable; retry shortly",

@@ -148,7 +148,7 @@ def test_documents_in_flight_when_the_emulator_restarts_all_end_processed(api, k
     threads ran on while it stopped, a step's new worker could not start, and MarkFailed
     took that for the document's verdict). A restart decides nothing: the emulator ends
     the runs it was running, and `make up` starts them again at once."""
-    names = [f"restart/log-{i}.md" for i in range(5)]
+    names = [f"restart/log-{i}.md" for i in range(3)]  # issue 33 saw it with 5; 3 runs are cut short as well
     for i, name in enumerate(names):
         s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/{name}", Body=_log_book(i))
     deadline = time.monotonic() + 60

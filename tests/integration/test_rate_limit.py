@@ -97,13 +97,39 @@ def test_a_key_granted_more_than_its_organisation_lifts_the_organisation_to_its_
 
 def test_a_known_key_is_refused_before_authentication(clean_redis):
     principal, token = _principal(f"org-{secrets.token_hex(3)}", 1), f"kbk_{secrets.token_hex(8)}"
-    assert throttle.take_before_authentication(token) is False  # never seen: authenticate first
+    assert throttle.check(token, None, None).taken is False  # never seen: authenticate first
     throttle.take(principal, token)  # remembers its rate and organisation
-    allowed, refused, seconds = _burst([lambda: throttle.take_before_authentication(token)] * 20)
+    allowed, refused, seconds = _burst([lambda: throttle.check(token, None, None)] * 20)
     assert 1 <= allowed <= 1 + math.ceil(seconds * 1)  # the burst of 2 less the one taken above
     assert len(refused) == 20 - allowed
     stored = b"".join(clean_redis.keys("kb:rate:*"))
     assert token.encode() not in stored  # Redis holds a digest, not the key
+
+
+def test_a_caller_the_worker_remembers_takes_its_token_in_the_same_round_trip(clean_redis, monkeypatch):
+    principal, token = _principal(f"org-{secrets.token_hex(3)}", 1), f"kbk_{secrets.token_hex(8)}"
+    round_trips, execute = [], redis.client.Pipeline.execute
+    monkeypatch.setattr(redis.client.Pipeline, "execute", lambda pipe, *a, **k: round_trips.append(1) or
+                        execute(pipe, *a, **k))
+    checked = throttle.check(token, "203.0.113.7", principal)
+    assert checked.taken and checked.keys_generation == "" and len(round_trips) == 1
+    allowed, refused, seconds = _burst([lambda: throttle.check(token, "203.0.113.7", principal)] * 20)
+    assert 1 <= allowed <= 1 + math.ceil(seconds * 1)  # the burst of 2 less the one taken above
+    assert refused and all(err.retry_after >= 1 for err in refused)
+    clean_redis.script_flush()  # the script meets NOSCRIPT in the pipeline: loaded again
+    with pytest.raises(Throttled):
+        throttle.check(token, None, principal)
+    assert clean_redis.hget(f"kb:rate:{{{principal.org_id}}}:key:{throttle.token_digest(token)}", "tokens")
+
+
+def test_an_address_sending_bad_keys_is_refused_in_the_same_round_trip(clean_redis, monkeypatch):
+    monkeypatch.setenv("BAD_KEYS_PER_MINUTE", "3")
+    source = f"198.51.100.{secrets.randbelow(250)}"
+    for _ in range(3):
+        throttle.count_bad_key(source)
+    with pytest.raises(Throttled, match="keys that are not valid"):
+        throttle.check(f"kbk_{secrets.token_hex(8)}", source, None)
+    assert throttle.check(f"kbk_{secrets.token_hex(8)}", "198.51.100.251", None).taken is False
 
 
 def test_the_script_is_loaded_again_after_a_script_flush(clean_redis):
@@ -127,7 +153,10 @@ def test_the_route_answers_429_with_retry_after_before_the_database(service_env,
     assert view() == {"org": principal.org_id}  # authenticated, and its limits remembered
     lookups, find = [], keys._find_principal
     monkeypatch.setattr(keys, "_find_principal", lambda key: lookups.append(key) or find(key))
-    answers = [view() for _ in range(limits.KEY_BURST_SECONDS + 1)]  # a burst of 2 at 1 a second
+    answers = []
+    for _ in range(limits.KEY_BURST_SECONDS + 1):  # a burst of 2 at 1 a second
+        keys._remembered.clear()  # as a worker that never saw the key: its limits from Redis
+        answers.append(view())
     refused = [a for a in answers if not isinstance(a, dict)]
     assert refused and all(a.status_code == 429 and int(a.headers["Retry-After"]) >= 1 for a in refused)
     assert len(lookups) == len(answers) - len(refused)  # only the allowed ones reached the database
@@ -140,7 +169,8 @@ def test_redis_unreachable_lets_requests_through_with_a_warning(service_env, mon
     monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{port}/0")
     principal, token = _principal("org-x", 1), f"kbk_{secrets.token_hex(8)}"
     with caplog.at_level(logging.WARNING, logger="chalicelib.auth.throttle"):
-        assert throttle.take_before_authentication(token) is True  # decided: not limited
+        checked = throttle.check(token, "203.0.113.9", principal)
+        assert checked.taken and checked.keys_generation is None  # decided: not limited, nothing remembered
         for _ in range(5):  # over the burst of 2: not limited
             throttle.take(principal, token)
     assert "rate limiter unavailable, not limiting" in caplog.text

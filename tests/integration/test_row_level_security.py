@@ -167,6 +167,12 @@ def test_a_key_is_looked_up_before_the_organisation_is_known_and_only_that_key(s
             (principal.user_id, principal.org_id, principal.key_id)]
         assert conn.execute("SELECT * FROM kb_principal(%s)", (hash_key(key + "x"),)).fetchall() == []
         assert conn.execute("SELECT count(*) AS n FROM api_keys").fetchone()["n"] == 0  # the table stays shut
+    # a worker's session still acting for its last caller's organisation (keys._find_principal
+    # keeps it) finds the key of another organisation all the same
+    other, _ = issue_key(f"rls-key-{secrets.token_hex(3)}", "lee")
+    with _as_app(database_url, other.org_id, other.user_id) as conn:
+        found = conn.execute("SELECT * FROM kb_principal(%s)", (hash_key(key),)).fetchall()
+        assert [r["org_id"] for r in found] == [principal.org_id]
 
 
 def test_entry_levels_hold_in_sql_alone(service_env):

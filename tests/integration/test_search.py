@@ -190,6 +190,26 @@ def test_results_cache_degrades_to_none_when_redis_is_down_or_goes_away(filled_k
     assert "results cache unavailable" in caplog.text and "could not mark" in caplog.text
 
 
+def test_a_cached_answer_is_read_in_one_round_trip_and_only_while_its_counters_are_current(filled_kb, monkeypatch):
+    import redis
+
+    from chalicelib import freshness
+
+    principal, kb = filled_kb
+    request = SearchRequest((kb["id"],), "bread in the oven", 1)
+    assert search(principal, request)["metadata"]["resultsCached"] is False
+    round_trips, execute = [], redis.client.Pipeline.execute
+    monkeypatch.setattr(redis.client.Pipeline, "execute", lambda pipe, *a, **k: round_trips.append(1) or
+                        execute(pipe, *a, **k))
+    commands, command = [], redis.Redis.execute_command
+    monkeypatch.setattr(redis.Redis, "execute_command", lambda client, *a, **k: commands.append(a[0]) or
+                        command(client, *a, **k))
+    assert search(principal, request)["metadata"]["resultsCached"] is True
+    assert (len(round_trips), commands) == (1, [])  # the counters and the answer in one pipeline
+    freshness.bump(kb["id"])  # a write: the answer kept under the old counter answers no more
+    assert [search(principal, request)["metadata"]["resultsCached"] for _ in range(2)] == [False, True]
+
+
 def test_replacing_chunks_swaps_versions_atomically(tenant):
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Versions", description="")
