@@ -36,6 +36,7 @@ class ContextPassage:
     score: float
     tokens: int
     truncated: bool
+    document_id: str  # the file's or the entry's
     tool_id: Optional[str] = None
     knowledge_base_id: Optional[str] = None
     url: Optional[str] = None
@@ -87,25 +88,26 @@ def assemble(principal: Principal, agent_id: str, request: ContextRequest) -> As
         from_knowledge = _knowledge_passages(principal, next(
             (t for t in tools if t.get("type") == KNOWLEDGE_SEARCH), None), request.message)
     if request.allocation["knowledgeBases"] > 0:
-        entries_there = {r["document_id"] for r in from_knowledge}  # an entry once, as knowledge
-        from_kbs = [r for r in _knowledge_base_passages(
+        entries_there = {p.document_id for p in from_knowledge}  # an entry once, as knowledge
+        from_kbs = [p for p in _knowledge_base_passages(
             principal, [t for t in tools if t.get("type") == KNOWLEDGE_BASE], request.message)
-            if r["document_id"] not in entries_there]
+            if p.document_id not in entries_there]
     budget = {s: int(request.max_tokens * request.allocation[s]) for s in SOURCES}
     budget["knowledgeBases"] = request.max_tokens - budget["knowledge"]  # rounding: nothing lost
     # Each source within its share; then each may use what the other left.
     kept_kn, used_kn, _ = pack(from_knowledge, budget["knowledge"])
     kept_kb, used_kb, omitted_kb = pack(from_kbs, request.max_tokens - used_kn)
     kept_kn, used_kn, omitted_kn = pack(from_knowledge, request.max_tokens - used_kb)
-    passages = tuple(_passage(r) for r in kept_kb + kept_kn)
+    passages = tuple(replace(f.item, content=f.content, tokens=f.tokens, truncated=f.truncated)
+                     for f in kept_kb + kept_kn)
     return AssembledContext(
         message=request.message, max_tokens=request.max_tokens, passages=passages,
         budgets={"knowledgeBases": {"allocated": budget["knowledgeBases"], "used": used_kb, "omitted": omitted_kb},
                  "knowledge": {"allocated": budget["knowledge"], "used": used_kn, "omitted": omitted_kn}})
 
 
-def _knowledge_base_passages(principal: Principal, tools: list[dict], message: str) -> list[dict]:
-    rows = []
+def _knowledge_base_passages(principal: Principal, tools: list[dict], message: str) -> list[ContextPassage]:
+    found = []
     for tool in tools:
         request = check_arguments({"query": message[:limits.QUERY_MAX_CHARS]}, tool,
                                   tool["config"]["knowledgeBaseId"])
@@ -114,18 +116,18 @@ def _knowledge_base_passages(principal: Principal, tools: list[dict], message: s
         except NotFound:  # its knowledge base was deleted, or is hidden from this caller
             continue
         for p in result.passages:
-            rows.append(_row("knowledgeBases", p, _score(p), tool_id=tool["id"],
-                             knowledge_base_id=p.knowledge_base_id))
-    return sorted(rows, key=lambda r: -r["score"])
+            found.append(_passage("knowledgeBases", p, _score(p), tool_id=tool["id"],
+                                  knowledge_base_id=p.knowledge_base_id))
+    return sorted(found, key=lambda p: -p.score)
 
 
-def _knowledge_passages(principal: Principal, tool: Optional[dict], message: str) -> list[dict]:
+def _knowledge_passages(principal: Principal, tool: Optional[dict], message: str) -> list[ContextPassage]:
     config = (tool or {}).get("config") or {}
     _, min_score = check_knowledge_search_defaults(None, config.get("defaultMinScore"))
     found = search_entries(principal, message[:limits.QUERY_MAX_CHARS], limits.CONTEXT_KNOWLEDGE_RESULTS,
                            min_score=min_score)
-    return [_row("knowledge", p, p.scores.vector or 0.0, url=entry_url(p.document_id),
-                 tool_id=(tool or {}).get("id")) for p in found]
+    return [_passage("knowledge", p, p.scores.vector or 0.0, url=entry_url(p.document_id),
+                     tool_id=(tool or {}).get("id")) for p in found]
 
 
 def _score(passage: Passage) -> float:
@@ -135,16 +137,9 @@ def _score(passage: Passage) -> float:
     return passage.scores.vector or 0.0
 
 
-def _row(source: str, passage: Passage, score: float, **extra) -> dict:
-    # token_count: the count made when the chunk was cut, unless a search cut it shorter.
-    return {"source": source, "title": passage.source, "content": passage.content, "score": round(score, 6),
-            "token_count": passage.tokens, "document_id": passage.document_id, **extra}
-
-
-def _passage(row: dict) -> ContextPassage:
-    return ContextPassage(source=row["source"], title=row["title"], content=row["content"], score=row["score"],
-                          tokens=row["tokens"], truncated=row["truncated"], tool_id=row.get("tool_id"),
-                          knowledge_base_id=row.get("knowledge_base_id"), url=row.get("url"))
+def _passage(source: str, passage: Passage, score: float, **where) -> ContextPassage:
+    return ContextPassage(source=source, title=passage.source, content=passage.content, score=round(score, 6),
+                          tokens=passage.tokens, truncated=False, document_id=passage.document_id, **where)
 
 
 def render(context: AssembledContext) -> str:

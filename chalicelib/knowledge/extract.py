@@ -234,15 +234,15 @@ def _similar_entries(principal: Principal, kb: dict, vector) -> list[Candidate]:
         rows = chunks.semantic_search(conn, principal, kb_ids=[kb["id"]], dim=kb["embedding_dim"],
                                       query_vector=vector, top_k=wanted * 3, ef_search=policy.ef_search_for(wanted * 3),
                                       filters=SearchFilters(entries=True))
-        best: dict[str, dict] = {}
+        best: dict[str, chunks.Hit] = {}
         for row in rows:
-            if float(row["score"]) >= limits.EXTRACT_MERGE_SIMILARITY:
-                best.setdefault(row["document_id"], row)
+            if row.score >= limits.EXTRACT_MERGE_SIMILARITY:
+                best.setdefault(row.document_id, row)
         near = list(best.values())[:wanted]
         texts: dict[str, list[dict]] = {}
-        for chunk in entry_chunks.of_entries(conn, principal, [kb["id"]], [r["document_id"] for r in near]):
+        for chunk in entry_chunks.of_entries(conn, principal, [kb["id"]], [r.document_id for r in near]):
             texts.setdefault(chunk["document_id"], []).append(chunk)
-    return [Candidate(r["document_id"], float(r["score"]), rebuild(texts.get(r["document_id"], []))) for r in near]
+    return [Candidate(r.document_id, r.score, rebuild(texts.get(r.document_id, []))) for r in near]
 
 
 def _decide(model: ChatModel, item: Item, candidates: list[Candidate]) -> Decision:

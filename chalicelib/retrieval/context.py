@@ -4,6 +4,8 @@ Tokens are counted with the WordPiece tokenizer of all-MiniLM-L6-v2 (the
 `tokenizers` library, offline); the last passage that does not fit whole is cut
 at a sentence boundary (else at a word, with "...") and marked truncated."""
 import re
+from dataclasses import dataclass
+from typing import Generic, Optional, Protocol, Sequence, TypeVar
 
 from chalicelib.embeddings.tokens import count_tokens
 
@@ -51,22 +53,44 @@ def _with_ellipsis(text: str, end: int) -> str:
     return text[:end].rstrip(",;:-") + ELLIPSIS
 
 
-def pack(results: list[dict], max_tokens: int) -> tuple[list[dict], int, int]:
-    """(kept results, tokens used, number left out), in the given order."""
+class Packable(Protocol):
+    """Text a token budget is spent on (a search's Hit, an agent's passage)."""
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def tokens(self) -> Optional[int]: ...  # counted already (when the chunk was cut), else None
+
+
+P = TypeVar("P", bound=Packable)
+
+
+@dataclass(frozen=True)
+class Fitted(Generic[P]):
+    """What of an item fits the budget."""
+    item: P
+    content: str  # the item's, or its first part when cut to fit
+    tokens: int
+    truncated: bool
+
+
+def pack(items: Sequence[P], max_tokens: int) -> tuple[list[Fitted[P]], int, int]:
+    """(what fits, tokens used, number left out), in the given order: each item whole, and
+    the last cut to fit (`truncated`) when it would not fit whole."""
     kept, used = [], 0
-    for result in results:
+    for item in items:
         # Chunks carry the count made when they were cut; count only what lacks one.
-        tokens = result.get("token_count") or count_tokens(result["content"])
+        tokens = item.tokens or count_tokens(item.content)
         if used + tokens <= max_tokens:
-            kept.append({**result, "tokens": tokens, "truncated": False})
+            kept.append(Fitted(item, item.content, tokens, truncated=False))
             used += tokens
             continue
         remaining = max_tokens - used
         if remaining >= MIN_USEFUL_TOKENS:
-            cut = cut_to_tokens(result["content"], remaining)
+            cut = cut_to_tokens(item.content, remaining)
             if cut:
                 tokens = count_tokens(cut)
-                kept.append({**result, "content": cut, "tokens": tokens, "truncated": True})
+                kept.append(Fitted(item, cut, tokens, truncated=True))
                 used += tokens
-        return kept, used, len(results) - len(kept)
+        return kept, used, len(items) - len(kept)
     return kept, used, 0

@@ -1,7 +1,7 @@
 """Re-ordering a search's top candidates with Amazon Bedrock's Rerank API
 (bedrock-agent-runtime, through boto3): each passage gets the reranker's relevance
-score (`rerankScore`), and the passages are ordered by it. Off unless a search or a
-tool asks (`rerank: true`); called from one place, retrieval/search.py.
+score (Hit.rerank, a passage's `rerankScore`), and the passages are ordered by it. Off
+unless a search or a tool asks (`rerank: true`); called from one place, retrieval/search.py.
 
 The model is RERANK_MODEL_ARN, else Amazon Rerank 1.0 in the function's region. The
 endpoint is boto3's: AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME, else AWS_ENDPOINT_URL
@@ -11,13 +11,14 @@ from functools import lru_cache
 
 from chalicelib import limits
 from chalicelib.errors import Invalid, Transient, Unavailable
+from chalicelib.storage.chunks import Hit
 
 DEFAULT_MODEL = "amazon.rerank-v1:0"
 
 
-def rerank(query: str, candidates: list[dict], top_n: int) -> list[dict]:
-    """The best top_n of candidates (rows with `content`) by the reranker, each with
-    `rerankScore`; the rest are left out. Only the first RERANK_CANDIDATES are sent."""
+def rerank(query: str, candidates: list[Hit], top_n: int) -> list[Hit]:
+    """The best top_n of candidates by the reranker, each with its `rerank` score; the
+    rest are left out. Only the first RERANK_CANDIDATES are sent."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     sent = candidates[:limits.RERANK_CANDIDATES]
@@ -26,7 +27,7 @@ def rerank(query: str, candidates: list[dict], top_n: int) -> list[dict]:
     try:
         answer = _client().rerank(
             queries=[{"type": "TEXT", "textQuery": {"text": query}}],
-            sources=[{"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": c["content"]}}}
+            sources=[{"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": c.content}}}
                      for c in sent],
             rerankingConfiguration={"type": "BEDROCK_RERANKING_MODEL", "bedrockRerankingConfiguration": {
                 "numberOfResults": min(top_n, len(sent)), "modelConfiguration": {"modelArn": _model_arn()}}})
@@ -43,8 +44,8 @@ def rerank(query: str, candidates: list[dict], top_n: int) -> list[dict]:
         index = result.get("index")
         if not isinstance(index, int) or not 0 <= index < len(sent):
             raise Transient("the reranker answered an index it was not given; retry")
-        ranked.append({**sent[index], "rerankScore": round(float(result.get("relevanceScore", 0.0)), 6)})
-    ranked.sort(key=lambda r: -r["rerankScore"])
+        ranked.append(sent[index]._replace(rerank=round(float(result.get("relevanceScore", 0.0)), 6)))
+    ranked.sort(key=lambda r: -r.rerank)
     return ranked[:top_n]
 
 

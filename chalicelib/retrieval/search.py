@@ -29,9 +29,10 @@ from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
 from chalicelib.retrieval import bm25, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
-from chalicelib.retrieval.context import pack, summarise
+from chalicelib.retrieval.context import Fitted, pack, summarise
 from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
 from chalicelib.storage import acting_for, chunks, connection, db, knowledge_bases, terms
+from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
 
 RRF_K = 60
@@ -76,19 +77,19 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
         candidates.extend(found)
         cached = cached and hit
         views.append(view)
-    candidates.sort(key=lambda r: r["score"], reverse=True)
+    candidates.sort(key=lambda h: h.score, reverse=True)
     if request.min_score > 0:
-        candidates = [r for r in candidates if (r["vectorScore"] or 0.0) >= request.min_score]
-    if request.rerank:  # the top candidates, re-ordered by the reranker (rerankScore)
+        candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
+    if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
         candidates = rerank.rerank(request.query, candidates, request.top_k)
     candidates = candidates[: request.top_k]
     ordered = _prioritise(candidates, request.prioritize_by)
     if request.summaries:  # the budget then holds the summaries, not the passages they stand for
-        ordered = [{**r, "content": summarise(r["content"], limits.PASSAGE_SUMMARY_TOKENS), "token_count": None}
-                   for r in ordered]
+        ordered = [h._replace(content=summarise(h.content, limits.PASSAGE_SUMMARY_TOKENS), tokens=None)
+                   for h in ordered]
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
-    passages = tuple(replace(_passage(i + 1, r), summarised=request.summaries) for i, r in enumerate(kept))
+    passages = tuple(replace(_passage(i + 1, f), summarised=request.summaries) for i, f in enumerate(kept))
     return SearchResult(
         query=request.query, knowledge_base_ids=request.knowledge_base_ids,
         knowledge_base_names=tuple(names[k] for k in request.knowledge_base_ids),
@@ -106,13 +107,13 @@ def _merged_views(views: list[Optional[DebugView]]) -> DebugView:
         query_vectors=tuple(q for v in views for q in v.query_vectors))
 
 
-def _debug_view(request: SearchRequest, semantic: list[dict], keyword: list[dict], model: str,
+def _debug_view(request: SearchRequest, semantic: list[Hit], keyword: list[Hit], model: str,
                 vector) -> Optional[DebugView]:
     if not request.debug:
         return None
 
-    def listed(rows: list[dict]) -> tuple[Candidate, ...]:
-        return tuple(Candidate(r["chunk_id"], r["document_id"], round(float(r["score"]), 6)) for r in rows)
+    def listed(hits: list[Hit]) -> tuple[Candidate, ...]:
+        return tuple(Candidate(h.chunk_id, h.document_id, round(h.score, 6)) for h in hits)
 
     return DebugView(semantic=listed(semantic), keyword=listed(keyword),
                      query_vectors=((model, tuple(float(x) for x in vector)),)
@@ -126,7 +127,7 @@ def _average_similarity(passages: tuple[Passage, ...]) -> Optional[float]:
 
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
-                  kb_ids: list[str]) -> tuple[list[dict], bool, Optional[DebugView]]:
+                  kb_ids: list[str]) -> tuple[list[Hit], bool, Optional[DebugView]]:
     pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" or request.rerank else request.top_k
     semantic, keyword, embed = [], [], None
     # Keyword search embeds the question only to hold its hits to a minScore.
@@ -169,21 +170,20 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             if request.strategy in ("semantic", "hybrid"):
                 semantic = _semantic(conn, principal, request, kb_ids, dim, pool, vector, kb_chunks)
         if keyword and vector is not None:  # the cosine of keyword hits the semantic list lacks
-            known = {r["chunk_id"]: r["score"] for r in semantic}
-            missing = [r["chunk_id"] for r in keyword if r["chunk_id"] not in known]
+            known = {h.chunk_id: h.vector for h in semantic}
+            missing = [h.chunk_id for h in keyword if h.chunk_id not in known]
             known.update(chunks.similarities(conn, missing, vector, dim) if missing else {})
-            for row in keyword:
-                row["similarity"] = known.get(row["chunk_id"])
+            keyword = [h._replace(vector=known.get(h.chunk_id)) for h in keyword]
     view = _debug_view(request, semantic, keyword, f"{provider_name}:{model}", vector)
     if request.strategy == "semantic":
-        return [_scored(r, vector=r["score"]) for r in semantic], hit, view
+        return semantic, hit, view
     if request.strategy == "keyword":
-        return [_scored(r, keyword=r["score"], vector=r.get("similarity")) for r in keyword], hit, view
+        return keyword, hit, view
     return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit, view
 
 
 def _embedded_semantic(side, snapshot_name: str, principal, request: SearchRequest, kb_ids: list[str], dim: int,
-                       pool: int, embed) -> tuple[list[float], bool, list[dict]]:
+                       pool: int, embed) -> tuple[list[float], bool, Optional[list[Hit]]]:
     """(vector, cache hit, semantic list) on the side connection, in the snapshot of that
     name; no list when that connection failed (it is re-opened for the next search)."""
     vector, hit = embed()
@@ -195,7 +195,7 @@ def _embedded_semantic(side, snapshot_name: str, principal, request: SearchReque
 
 
 def _semantic(conn, principal, request: SearchRequest, kb_ids: list[str], dim: int, pool: int, vector,
-              kb_chunks: Optional[int] = None) -> list[dict]:
+              kb_chunks: Optional[int] = None) -> list[Hit]:
     """The semantic list, `pool` deep: exact in a small knowledge base, through the graph
     in a larger one (policy.exact_vector_scan); kb_chunks when the keyword list read it."""
     if kb_chunks is None:
@@ -205,7 +205,7 @@ def _semantic(conn, principal, request: SearchRequest, kb_ids: list[str], dim: i
                                   filters=request.filters, exact=policy.exact_vector_scan(kb_chunks))
 
 
-def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int) -> tuple[list[dict], int]:
+def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int) -> tuple[list[Hit], int]:
     """The keyword list, `pool` deep, and the knowledge bases' chunk count it read; scores as
     a share of the best. BM25's exact top (bm25.top) over the postings, of which the rows
     the caller may read and the filters keep; when they keep fewer than `pool` even of a
@@ -232,85 +232,75 @@ def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int)
     else:
         rows = chunks.keyword_matches(conn, principal, kb_ids=kb_ids, query=query, top_k=pool, match=match,
                                       filters=request.filters)
-    for row in rows:
-        row["score"] = float(row["score"]) / query.best
-    return rows, stats.chunks
+    return [h._replace(score=h.score / query.best, keyword=h.score / query.best) for h in rows], stats.chunks
 
 
-def _scored(row: dict, vector=None, keyword=None) -> dict:
-    return {**row, "score": float(row["score"]), "vectorScore": vector, "keywordScore": keyword,
-            "fusedScore": None}
-
-
-def fuse(semantic: list[dict], keyword: list[dict], weights: tuple[float, float] = limits.HYBRID_WEIGHTS,
-         method: str = "score") -> list[dict]:
+def fuse(semantic: list[Hit], keyword: list[Hit], weights: tuple[float, float] = limits.HYBRID_WEIGHTS,
+         method: str = "score") -> list[Hit]:
     """Both candidate lists as one, scored 0..1 (1.0: first in both lists).
 
     "score" (the service's): a convex combination of each list's scores min-max
     normalised over its candidates; a passage missing from a list gets 0 there.
     "rank": reciprocal-rank fusion (k = 60), each list's term weighted, divided by its
     maximum. On the SciFact train queries fusion by score ranks better (make bench:
-    the fusion table), as the hand check in issue 12 found outside the service."""
+    the fusion table), as the hand check in issue 12 found outside the service.
+
+    Each list's `score` is its own (the cosine; BM25's share of the best); a keyword
+    hit the semantic list lacks keeps the cosine it carries (`vector`), if any."""
     w_semantic, w_keyword = weights
-    fused: dict[int, dict] = {}
-    for row in semantic:
-        fused[row["chunk_id"]] = {**row, "vectorScore": float(row["score"]), "keywordScore": None}
-    for row in keyword:
-        entry = fused.setdefault(row["chunk_id"], {**row, "vectorScore": row.get("similarity")})
-        entry["keywordScore"] = float(row["score"])
+    in_semantic, in_keyword = {h.chunk_id: h for h in semantic}, {h.chunk_id: h for h in keyword}
+    found = {**in_keyword, **in_semantic}
     if method == "rank":
         parts = [(w_semantic, _ranks(semantic)), (w_keyword, _ranks(keyword))]
         best = sum(w / (RRF_K + 1) for w, _ in parts)
-        for chunk_id, entry in fused.items():
-            entry["fusedScore"] = sum(w / (RRF_K + ranks[chunk_id]) for w, ranks in parts if chunk_id in ranks) / best
+        fused = {chunk_id: sum(w / (RRF_K + ranks[chunk_id]) for w, ranks in parts if chunk_id in ranks) / best
+                 for chunk_id in found}
     else:
         parts = [(w_semantic, _min_max(semantic)), (w_keyword, _min_max(keyword))]
-        for chunk_id, entry in fused.items():
-            entry["fusedScore"] = sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts)
-    for entry in fused.values():
-        entry["score"] = entry["fusedScore"]
-    return sorted(fused.values(), key=lambda e: (-e["score"], e["chunk_id"]))
+        fused = {chunk_id: sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts) for chunk_id in found}
+    return sorted((h._replace(vector=in_semantic[i].score if i in in_semantic else h.vector,
+                             keyword=in_keyword[i].score if i in in_keyword else None, fused=fused[i], score=fused[i])
+                   for i, h in found.items()), key=lambda h: (-h.score, h.chunk_id))
 
 
-def _ranks(rows: list[dict]) -> dict:
-    return {row["chunk_id"]: rank for rank, row in enumerate(rows, start=1)}
+def _ranks(hits: list[Hit]) -> dict[int, int]:
+    return {h.chunk_id: rank for rank, h in enumerate(hits, start=1)}
 
 
-def _min_max(rows: list[dict]) -> dict:
-    if not rows:
+def _min_max(hits: list[Hit]) -> dict[int, float]:
+    if not hits:
         return {}
-    scores = [float(row["score"]) for row in rows]
+    scores = [h.score for h in hits]
     low, span = min(scores), max(scores) - min(scores)
-    return {row["chunk_id"]: (s - low) / span if span > 0 else 1.0 for row, s in zip(rows, scores)}
+    return {h.chunk_id: (s - low) / span if span > 0 else 1.0 for h, s in zip(hits, scores)}
 
 
-def _recency(row: dict) -> float:
-    indexed_at: Optional[datetime] = row.get("indexed_at")
-    if indexed_at is None:
+def _recency(hit: Hit) -> float:
+    if hit.indexed_at is None:
         return 0.0
-    age_days = max(0.0, (datetime.now(timezone.utc) - indexed_at).total_seconds() / 86400)
+    age_days = max(0.0, (datetime.now(timezone.utc) - hit.indexed_at).total_seconds() / 86400)
     return math.exp(-math.log(2) * age_days / RECENCY_HALF_LIFE_DAYS)
 
 
-def _prioritise(results: list[dict], prioritize_by: str) -> list[dict]:
+def _prioritise(hits: list[Hit], prioritize_by: str) -> list[Hit]:
     if prioritize_by == "recency":
-        return sorted(results, key=lambda r: (r.get("indexed_at") or datetime.min.replace(tzinfo=timezone.utc),
-                                              r["score"]), reverse=True)
+        return sorted(hits, key=lambda h: (h.indexed_at or datetime.min.replace(tzinfo=timezone.utc), h.score),
+                      reverse=True)
     if prioritize_by == "balanced":
-        top = max((r["score"] for r in results), default=1.0) or 1.0
-        return sorted(results, key=lambda r: 0.7 * r["score"] / top + 0.3 * _recency(r), reverse=True)
-    return results
+        top = max((h.score for h in hits), default=1.0) or 1.0
+        return sorted(hits, key=lambda h: 0.7 * h.score / top + 0.3 * _recency(h), reverse=True)
+    return hits
 
 
-def _passage(rank: int, row: dict) -> Passage:
+def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
+    hit = fitted.item
     return Passage(
-        rank=rank, content=row["content"], source=row["title"] or row["filename"], path=row["path"],
-        document_id=row["document_id"], knowledge_base_id=row["kb_id"], chunk_index=row["chunk_index"],
-        page=row["page"], headers=row["headers"], similarity=round(row["score"], 6),
-        metadata=row["metadata"], tokens=row["tokens"], truncated=row["truncated"],
-        scores=Scores(*(round(row[k], 6) if row[k] is not None else None
-                        for k in ("vectorScore", "keywordScore", "fusedScore"))),
-        rerank_score=row.get("rerankScore"), chunk_id=row["chunk_id"])
+        rank=rank, content=fitted.content, source=hit.title or hit.filename, path=hit.path,
+        document_id=hit.document_id, knowledge_base_id=hit.kb_id, chunk_index=hit.chunk_index,
+        page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),
+        metadata=hit.metadata, tokens=fitted.tokens, truncated=fitted.truncated,
+        scores=Scores(*(round(s, 6) if s is not None else None for s in (hit.vector, hit.keyword, hit.fused))),
+        rerank_score=hit.rerank, chunk_id=hit.chunk_id)
 
 
 def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:

@@ -218,7 +218,7 @@ def test_a_deeper_list_than_asked_is_exact_to_its_depth(pumps):
     with acting_for(principal.org_id, principal.user_id), snapshot() as conn:
         rows, _ = keyword_list(conn, principal, request, [kb["id"]], pool=4)
     want = _bm25(kb["id"], "water pump")[:4]
-    assert [(r["chunk_id"], pytest.approx(r["score"], abs=1e-5)) for r in rows] == want
+    assert [(r.chunk_id, pytest.approx(r.score, abs=1e-5)) for r in rows] == want
 
 
 def test_a_rare_word_outweighs_a_common_one_and_a_short_chunk_a_long_one(pumps):

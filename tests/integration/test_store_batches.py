@@ -91,7 +91,7 @@ def test_a_50000_chunk_store_leaves_other_tenants_writing_and_search_sees_one_ve
             seen.add(_seen(reader, kb_id, doc_id))
             found = chunk_rows.semantic_search(reader, principal, kb_ids=[kb_id], dim=DIM,
                                                query_vector=new[0].embedding, top_k=20, ef_search=40, exact=True)
-            versions.add(frozenset(r["content"].split()[0] for r in found))
+            versions.add(frozenset(r.content.split()[0] for r in found))
             time.sleep(0.2)
         writer.join()
         final = _seen(reader, kb_id, doc_id)

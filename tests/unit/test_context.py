@@ -3,17 +3,24 @@ import pytest
 from chalicelib.embeddings.tokens import count_tokens
 from chalicelib.retrieval.context import cut_to_tokens, pack
 from chalicelib.retrieval.search import RRF_K, fuse
+from chalicelib.storage.chunks import Hit
 
 
-def _result(text, score=1.0):
-    return {"content": text, "score": score}
+def _hit(chunk_id=1, content="", score=1.0, tokens=None, vector=None):
+    return Hit(chunk_id=chunk_id, kb_id="kb_1", content=content, chunk_index=0, page=None, headers=[], metadata={},
+               document_id=f"doc_{chunk_id}", title=None, filename="notes.txt", path=None, kind="file",
+               indexed_at=None, score=score, tokens=tokens, vector=vector)
+
+
+def _result(text):
+    return _hit(content=text)
 
 
 def test_results_that_fit_are_kept_whole():
     results = [_result("One short passage."), _result("Another short passage.")]
     kept, used, omitted = pack(results, 1000)
-    assert [r["truncated"] for r in kept] == [False, False] and omitted == 0
-    assert used == sum(count_tokens(r["content"]) for r in results)
+    assert [r.truncated for r in kept] == [False, False] and omitted == 0
+    assert used == sum(count_tokens(r.content) for r in results)
 
 
 def test_the_last_passage_is_cut_at_a_sentence_and_the_rest_omitted():
@@ -21,23 +28,30 @@ def test_the_last_passage_is_cut_at_a_sentence_and_the_rest_omitted():
     results = [_result("A first passage that fits."), _result(long), _result("Never reached.")]
     kept, used, omitted = pack(results, 120)
     assert len(kept) == 2 and omitted == 1
-    assert kept[1]["truncated"] is True
-    assert kept[1]["content"].endswith("design.") and long.startswith(kept[1]["content"])
-    assert used <= 120 and used == sum(r["tokens"] for r in kept)
+    assert kept[1].truncated is True
+    assert kept[1].content.endswith("design.") and long.startswith(kept[1].content)
+    assert used <= 120 and used == sum(r.tokens for r in kept)
 
 
 def test_a_passage_without_a_sentence_boundary_in_budget_is_cut_at_a_word_with_an_ellipsis():
     """Seed 000's truncateContent: no sentence ends within the budget, so the cut is at a word and says so."""
     text = "word " * 300
     kept, used, omitted = pack([_result(text), _result("Never reached.")], 60)
-    assert len(kept) == 1 and omitted == 1 and kept[0]["truncated"] is True
-    assert kept[0]["content"].endswith("word...") and text.startswith(kept[0]["content"][:-3])
+    assert len(kept) == 1 and omitted == 1 and kept[0].truncated is True
+    assert kept[0].content.endswith("word...") and text.startswith(kept[0].content[:-3])
     assert 50 <= used <= 60
 
 
 def test_nothing_fits_below_the_least_useful_size():
     kept, used, omitted = pack([_result("A first passage that fits."), _result("word " * 300)], 14)
-    assert len(kept) == 1 and omitted == 1 and not kept[0]["truncated"]
+    assert len(kept) == 1 and omitted == 1 and not kept[0].truncated
+
+
+def test_a_count_made_when_the_chunk_was_cut_is_used_and_the_rest_are_counted():
+    given, uncounted = _hit(1, "Counted when it was cut.", tokens=50), _hit(2, "Counted now.")
+    kept, used, omitted = pack([given, uncounted], 1000)
+    assert [r.tokens for r in kept] == [50, count_tokens("Counted now.")] and used == sum(r.tokens for r in kept)
+    assert [r.item for r in kept] == [given, uncounted] and not any(r.truncated for r in kept)
 
 
 def test_cut_to_tokens_never_exceeds_the_budget():
@@ -50,26 +64,34 @@ def test_cut_to_tokens_never_exceeds_the_budget():
     assert count_tokens(long_word.split()[0]) > 4 and cut_to_tokens(long_word, 4) == ""  # no word fits with "..."
 
 
-SEMANTIC = [{"chunk_id": 1, "score": 0.9}, {"chunk_id": 2, "score": 0.8}, {"chunk_id": 4, "score": 0.5}]
-KEYWORD = [{"chunk_id": 2, "score": 0.5}, {"chunk_id": 3, "score": 0.4}, {"chunk_id": 5, "score": 0.1}]
+SEMANTIC = [_hit(1, score=0.9), _hit(2, score=0.8), _hit(4, score=0.5)]
+KEYWORD = [_hit(2, score=0.5, vector=0.8), _hit(3, score=0.4, vector=0.6), _hit(5, score=0.1)]
 
 
 def test_fusion_by_score_weighs_each_list_min_max_normalised():
-    fused = {f["chunk_id"]: f for f in fuse(SEMANTIC, KEYWORD, (0.5, 0.5))}
+    fused = {f.chunk_id: f for f in fuse(SEMANTIC, KEYWORD, (0.5, 0.5))}
     # semantic 1, 0.75, 0 and keyword 1, 0.75, 0 after min-max; a missing score counts 0
-    assert fused[2]["score"] == pytest.approx(0.5 * 0.75 + 0.5 * 1.0)
-    assert fused[1]["score"] == pytest.approx(0.5) and fused[3]["score"] == pytest.approx(0.375)
-    assert [f["chunk_id"] for f in fuse(SEMANTIC, KEYWORD)][0] == 2  # also at the default weights  # agreement wins
-    assert fused[2]["vectorScore"] == 0.8 and fused[2]["keywordScore"] == 0.5 and fused[1]["keywordScore"] is None
-    assert [f["chunk_id"] for f in fuse(SEMANTIC, KEYWORD, (1.0, 0.0))][:2] == [1, 2]
-    assert [f["chunk_id"] for f in fuse(SEMANTIC, KEYWORD, (0.0, 1.0))][:2] == [2, 3]
-    assert fuse([{"chunk_id": 7, "score": 0.3}], [{"chunk_id": 7, "score": 0.2}])[0]["score"] == pytest.approx(1.0)
+    assert fused[2].score == pytest.approx(0.5 * 0.75 + 0.5 * 1.0)
+    assert fused[1].score == pytest.approx(0.5) and fused[3].score == pytest.approx(0.375)
+    assert all(f.fused == f.score for f in fused.values())
+    assert [f.chunk_id for f in fuse(SEMANTIC, KEYWORD)][0] == 2  # also at the default weights  # agreement wins
+    assert fused[2].vector == 0.8 and fused[2].keyword == 0.5 and fused[1].keyword is None
+    # a keyword hit the semantic list lacks keeps the cosine it carries, or none
+    assert (fused[3].vector, fused[3].keyword) == (0.6, 0.4) and fused[5].vector is None
+    assert [f.chunk_id for f in fuse(SEMANTIC, KEYWORD, (1.0, 0.0))][:2] == [1, 2]
+    assert [f.chunk_id for f in fuse(SEMANTIC, KEYWORD, (0.0, 1.0))][:2] == [2, 3]
+    assert fuse([_hit(7, score=0.3)], [_hit(7, score=0.2)])[0].score == pytest.approx(1.0)
+
+
+def test_fusion_breaks_ties_by_chunk_id():
+    fused = fuse([_hit(9, score=0.7), _hit(4, score=0.7)], [], (0.5, 0.5))
+    assert [(f.chunk_id, f.score) for f in fused] == [(4, 0.5), (9, 0.5)]
 
 
 def test_fusion_by_rank_rewards_agreement():
     fused = fuse(SEMANTIC, KEYWORD, (0.5, 0.5), method="rank")
     top = fused[0]
-    assert top["chunk_id"] == 2
+    assert top.chunk_id == 2
     best = 0.5 / (RRF_K + 1) * 2
-    assert top["score"] == pytest.approx((0.5 / (RRF_K + 2) + 0.5 / (RRF_K + 1)) / best)
-    assert 0 < top["score"] <= 1
+    assert top.score == pytest.approx((0.5 / (RRF_K + 2) + 0.5 / (RRF_K + 1)) / best)
+    assert 0 < top.score <= 1
