@@ -205,7 +205,8 @@ def report(r: dict) -> str:
               "The files were in the page cache, so the load times are the session's own work (parsing, casting, "
               "constant folding); on a cold Lambda the smaller file is also half the layer's bytes to read. The "
               "smaller file and the word-embedding table kept as float16 in memory (only its gathered rows are "
-              "cast) lower the peak. "
+              "cast) lower the peak. Both compute the same float32 products, so a gap between the rates is the "
+              "machine's other load, which comes and goes. "
               f"Load average (1 min) {r['loadAverage']:.2f} at the start, {r['loadAverageAfter']:.2f} at the end.", ""]
     return "\n".join(lines)
 
