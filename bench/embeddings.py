@@ -129,17 +129,18 @@ def cosines(a, b) -> dict:
 
 
 def variant_models(out: Path) -> dict[str, Path]:
-    """The shipped graph fused by onnxruntime's transformer optimizer, and quantised to int8
-    (dynamic, weights only of the linear layers) per tensor and per channel."""
+    """The graph fused by onnxruntime's transformer optimizer, and quantised to int8 (dynamic,
+    weights only of the linear layers) per tensor and per channel; from the float32 build, whose
+    weights are initialisers the tools recognise (the shipped file's go through Casts)."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
 
-    from chalicelib.embeddings.model_files import model_file
+    from model_precision import BASELINE, model_dirs
 
     logging.disable(logging.WARNING)
-    source = str(model_file("model.onnx"))
+    source = str(model_dirs()[BASELINE] / "model.onnx")
     fused = optimize_model(source, model_type="bert", num_heads=12, hidden_size=384, opt_level=0)
     fused.save_model_to_file(str(out / "fused.onnx"))
     for name, per_channel in (("int8-tensor", False), ("int8-channel", True)):

