@@ -204,6 +204,7 @@ class Peers:
         self.conn.execute("VACUUM ANALYZE peer_chunks")
         seconds["copy"] = time.perf_counter() - started
         self.conn.execute("SET maintenance_work_mem = '2GB'")
+        self.conn.execute("SET max_parallel_maintenance_workers = 1")  # as grow_to builds the service's HNSW
         k1, b = bm25_constants()
         started = time.perf_counter()
         self.conn.execute("CREATE INDEX peer_bm25 ON peer_chunks USING bm25 (body)"
