@@ -16,7 +16,10 @@ on the stack's PostgreSQL and a Redis database of its own (14).
   is three sentences drawn from random abstracts and whose vector is a real
   abstract's vector plus Gaussian noise (sigma 0.05 per dimension, renormalised),
   so both the HNSW graph and the full-text index grow realistically;
-- HNSW recall@10 against an exact scan at each size.
+- HNSW recall@10 against an exact scan at each size;
+- at each size, bench/peers_scale.py: pg_textsearch and pgvectorscale's StreamingDiskANN on a
+  copy of the same chunks beside the service (the synthetic sizes), and every train question's
+  quality per strategy beside exact BM25 and exact cosine over the same chunks.
 """
 import argparse
 import os
