@@ -210,6 +210,8 @@ class Peers:
         self.conn.execute("CREATE INDEX peer_bm25 ON peer_chunks USING bm25 (body)"
                           f" WITH (text_config = 'english', k1 = {k1}, b = {b})")
         seconds["bm25"] = time.perf_counter() - started
+        # The slow step: 21 s at 10k chunks, 1,184 s at 100k (load average ~10; 820 s with one worker
+        # at load ~5, the same build alone over 100k vectors made as grow_to makes them): hours at a million.
         started = time.perf_counter()
         self.conn.execute("CREATE INDEX peer_diskann ON peer_chunks USING diskann (embedding vector_cosine_ops)")
         seconds["diskann"] = time.perf_counter() - started
