@@ -17,7 +17,7 @@ terms, whose bounds together stay below the k-th score found, are never read who
 """
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Optional, Protocol
 
 from aws_lambda_powertools import Logger
 
@@ -203,7 +203,7 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
             break
         take(essential[:1])
     if unread and len(scores.ids):
-        ids, sums, more = _complete(q, source, scores, unread, k, weight, known)
+        ids, sums, more = _complete(q, source, scores, unread, k, weight, floor)
         read += more
     else:
         ids, sums = scores.ids, scores.sums
@@ -224,32 +224,20 @@ def _known_floor(q: Bm25Query, source: "PostingSource", scores: "_Scores", unrea
                    if len(scores.ids) > KNOWN * k else scores.ids)
     sums = scores.sums[np.searchsorted(scores.ids, best)].copy()
     directory = source.directory(unread)
-    wanted = {}
-    for t in unread:
-        d = directory.get(t)
-        if d is not None and len(d.first):
-            at = np.searchsorted(d.first, best, side="right") - 1
-            inside = (at >= 0) & (best <= d.last[np.maximum(at, 0)])
-            wanted[t] = np.unique(d.first[at[inside]])
-        else:
-            wanted[t] = np.empty(0, dtype=np.int64)
+    wanted = {t: _firsts(directory.get(t), _block_of(directory.get(t), best)) for t in unread}
     for t, p in source.read_blocks(wanted).items():
-        if len(p.ids):
-            at = np.minimum(np.searchsorted(p.ids, best), len(p.ids) - 1)
-            hit = p.ids[at] == best
-            sums[hit] += weight[t] * saturation(p.tfs[at[hit]], p.dls[at[hit]], q.average_length)
+        sums += _added(p, best, weight[t], q.average_length)
     return float(np.partition(sums, -k)[-k])
 
 
 def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional: list[str], k: int,
-              weight: dict[str, float], known: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
+              weight: dict[str, float], floor: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Step 3: the chunks found so far that the optional terms could still lift to the
     k-th score, completed with them; (ids, scores, postings read). A chunk's bound from a
     term is that of the term's block whose range holds its id (the block's highest
     frequency in its shortest chunk; a chunk in the tail's new postings gets the term's
     bound), so only the blocks that hold a chunk still in the running are read, the
-    rarest term first, the floor rising and the running thinning as they come."""
-    floor = max(scores.kth(k), known)
+    rarest term first, the floor (top's, so far) rising and the running thinning as they come."""
     term_bound = dict(zip(q.terms, q.bounds))
     # First by the terms' own bounds, then by their blocks'.
     maybe = scores.sums + sum(term_bound[t] for t in optional) >= _below(floor)
@@ -257,19 +245,14 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     directory = source.directory(optional)
     bounds, block_of = {}, {}
     for t in optional:
-        bound, at = np.zeros(len(ids)), np.full(len(ids), -1)
         d = directory.get(t)
-        if d is not None and len(d.first):
-            at = np.searchsorted(d.first, ids, side="right") - 1
-            inside = (at >= 0) & (ids <= d.last[np.maximum(at, 0)])
-            at = np.where(inside, at, -1)
+        at = _block_of(d, ids)
+        bound = np.zeros(len(ids))
+        if d is not None:
             block_bound = weight[t] * saturation(d.max_tf, d.min_dl, q.average_length)
-            bound = np.where(inside, block_bound[np.maximum(at, 0)], 0.0)
-        added = source.tail_added(t)
-        if len(added):
-            where = np.minimum(np.searchsorted(added, ids), len(added) - 1)
-            bound = np.where(added[where] == ids, term_bound[t], bound)
-        bounds[t], block_of[t] = bound, at
+            bound = np.where(at >= 0, block_bound[np.maximum(at, 0)], 0.0)
+        _, in_tail = _found(source.tail_added(t), ids)
+        bounds[t], block_of[t] = np.where(in_tail, term_bound[t], bound), at
     rest = sum(bounds.values())
     running = sums + rest >= _below(floor)
     # Only the running chunks from here: at a million chunks they are a tenth of those seen.
@@ -281,21 +264,46 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     for t in optional:  # rarest first
         held = running & (bounds[t] > 0)
         if held.any():
-            blocks = block_of[t][held]
-            d = directory.get(t)
-            firsts = np.unique(d.first[blocks[blocks >= 0]]) if d is not None else np.empty(0, dtype=np.int64)
-            p = source.read_blocks({t: firsts})[t]
+            p = source.read_blocks({t: _firsts(directory.get(t), block_of[t][held])})[t]
             read += len(p.ids)
-            if len(p.ids):
-                where = np.flatnonzero(held)
-                at = np.minimum(np.searchsorted(p.ids, ids[where]), len(p.ids) - 1)
-                hit = p.ids[at] == ids[where]
-                sums[where[hit]] += weight[t] * saturation(p.tfs[at[hit]], p.dls[at[hit]], q.average_length)
+            sums[held] += _added(p, ids[held], weight[t], q.average_length)
         rest = rest - bounds[t]
         if running.sum() >= k:
             floor = max(floor, float(np.partition(sums[running], -k)[-k]))
         running &= sums + rest >= _below(floor)
     return ids[running], sums[running], read
+
+
+def _block_of(d: Optional[Directory], ids: np.ndarray) -> np.ndarray:
+    """The index of the term's block whose range holds each id (sorted), -1 for none."""
+    if d is None or not len(d.first):
+        return np.full(len(ids), -1)
+    at = np.searchsorted(d.first, ids, side="right") - 1
+    inside = (at >= 0) & (ids <= d.last[np.maximum(at, 0)])
+    return np.where(inside, at, -1)
+
+
+def _firsts(d: Optional[Directory], blocks: np.ndarray) -> np.ndarray:
+    """The first ids of these blocks (indexes from _block_of; -1 for none), once each."""
+    if d is None:
+        return np.empty(0, dtype=np.int64)
+    return np.unique(d.first[blocks[blocks >= 0]])
+
+
+def _found(sorted_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ids sits in sorted_ids, and whether it is there."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return at, sorted_ids[at] == ids
+
+
+def _added(p: Postings, ids: np.ndarray, weight: float, average_length: float) -> np.ndarray:
+    """The term's contribution to each of these chunks (0 where it has no posting)."""
+    at, hit = _found(p.ids, ids)
+    out = np.zeros(len(ids))
+    out[hit] = weight * saturation(p.tfs[at[hit]], p.dls[at[hit]], average_length)
+    return out
 
 
 def _best(ids: np.ndarray, sums: np.ndarray, k: int, read: int) -> Ranked:
