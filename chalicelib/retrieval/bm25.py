@@ -46,6 +46,12 @@ DEEPER = 4
 # The chunks of best partial score after the first read that are completed for a floor:
 # this many times k.
 KNOWN = 2
+# The widest span of chunk ids whose partial scores are kept in an array indexed by id
+# (_Scores): 4M ids, 32 MB of float64.
+DENSE_SPAN = 1 << 22
+# A term whose blocks to read are at least this share of its blocks is read whole: at a
+# million chunks a whole term read cost 0.07 us a posting, chosen blocks 0.10-0.15.
+WHOLE = 0.5
 # Postings the first read takes (the rarest terms, whole) before the k-th score is known.
 FIRST_READ = 30_000
 
@@ -130,30 +136,81 @@ class Ranked:
 
 
 class _Scores:
-    """Partial scores by chunk id (ascending), summed over the terms read so far."""
+    """Partial scores by chunk id, summed over the terms read so far, and the `keep` best
+    of them (a chunk's partial score only grows, so the best after a term are among the
+    best before it and the chunks it added to: no pass over every score a term).
 
-    def __init__(self):
-        self.ids = np.empty(0, dtype=np.int64)
-        self.sums = np.empty(0, dtype=np.float64)
+    Kept in an array indexed by id from the lowest seen while the ids span at most
+    DENSE_SPAN (a knowledge base's ids are dense unless other tenants wrote between its
+    stores): a term's contributions are then added by index, where a sorted merge of each
+    term into those seen (searchsorted, then insert) cost 8 ms a question at a million
+    chunks. Past that span, the sorted merge."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self._base, self._dense = 0, None
+        self._ids, self._sums = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        self._best = np.empty(0, dtype=np.int64)
 
     def add(self, ids: np.ndarray, contributions: np.ndarray) -> None:
-        """One term's contributions (its ids ascending, each once), merged in: a search of
-        each id among those seen, not a sort of them all (at a million chunks re-sorting
-        every partial score at each term cost more than reading the postings)."""
-        if not len(self.ids):
-            self.ids, self.sums = ids.copy(), contributions.astype(np.float64)
+        """One term's contributions (its ids ascending, each once, every one above 0)."""
+        if not len(ids):
             return
-        at = np.searchsorted(self.ids, ids)
-        seen = at < len(self.ids)
-        seen[seen] = self.ids[at[seen]] == ids[seen]
-        self.sums[at[seen]] += contributions[seen]
-        new = ~seen
-        if new.any():
-            self.ids = np.insert(self.ids, at[new], ids[new])
-            self.sums = np.insert(self.sums, at[new], contributions[new])
+        self._place(int(ids[0]), int(ids[-1]))
+        if self._dense is not None:
+            self._dense[ids - self._base] += contributions
+        else:
+            at = np.searchsorted(self._ids, ids)
+            seen = at < len(self._ids)
+            seen[seen] = self._ids[at[seen]] == ids[seen]
+            self._sums[at[seen]] += contributions[seen]
+            new = ~seen
+            if new.any():
+                self._ids = np.insert(self._ids, at[new], ids[new])
+                self._sums = np.insert(self._sums, at[new], contributions[new])
+        at = np.minimum(np.searchsorted(ids, self._best), len(ids) - 1)
+        ids = np.concatenate([ids, self._best[ids[at] != self._best]])  # each once
+        if len(ids) > self.keep:
+            ids = ids[np.argpartition(self.of(ids), -self.keep)[-self.keep:]]
+        self._best = np.sort(ids)
+
+    def _place(self, low: int, high: int) -> None:
+        """Room in the dense array for ids low..high, or the sorted arrays past DENSE_SPAN."""
+        if self._dense is None:
+            if not len(self._ids) and high - low < DENSE_SPAN:
+                self._base, self._dense = low, np.zeros(high - low + 1)
+            return
+        base, end = min(self._base, low), max(self._base + len(self._dense), high + 1)
+        if end - base > DENSE_SPAN:
+            self._ids, self._sums = self.above(0.0)
+            self._dense = None
+        elif (base, end) != (self._base, self._base + len(self._dense)):
+            grown = np.zeros(end - base)
+            grown[self._base - base:self._base - base + len(self._dense)] = self._dense
+            self._base, self._dense = base, grown
+
+    def of(self, ids: np.ndarray) -> np.ndarray:
+        """The partial scores of these chunks (sorted ids, each seen)."""
+        if self._dense is not None:
+            return self._dense[ids - self._base]
+        return self._sums[np.searchsorted(self._ids, ids)]
+
+    def above(self, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks seen whose partial score reaches the threshold: ids ascending, sums."""
+        if self._dense is not None:
+            # Every chunk seen has a sum above 0; the rest of the array is 0.
+            at = np.flatnonzero(self._dense >= threshold if threshold > 0 else self._dense > 0)
+            return at + self._base, self._dense[at]
+        keep = self._sums >= threshold
+        return self._ids[keep], self._sums[keep]
+
+    def best(self) -> tuple[np.ndarray, np.ndarray]:
+        """The `keep` best chunks (ids ascending) and their partial scores."""
+        return self._best, self.of(self._best)
 
     def kth(self, k: int) -> float:
-        return float(np.partition(self.sums, -k)[-k]) if len(self.sums) >= k else 0.0
+        sums = self.of(self._best)
+        return float(np.partition(sums, -k)[-k]) if len(sums) >= k else 0.0
 
 
 def _contribution(p: Postings, weight: float, average_length: float) -> tuple[np.ndarray, np.ndarray]:
@@ -176,7 +233,7 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
     weight = dict(zip(q.terms, q.idfs))
     bound = dict(zip(q.terms, q.bounds))
     unread = list(q.terms)  # rarest first
-    scores, read = _Scores(), 0
+    scores, read = _Scores(max(k, KNOWN * k)), 0
 
     def take(terms: list[str]) -> None:
         nonlocal read
@@ -202,11 +259,11 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
         if not essential:
             break
         take(essential[:1])
-    if unread and len(scores.ids):
+    if unread and len(scores.best()[0]):
         ids, sums, more = _complete(q, source, scores, unread, k, weight, floor)
         read += more
     else:
-        ids, sums = scores.ids, scores.sums
+        ids, sums = scores.best()
     return _best(ids, sums, k, read)
 
 
@@ -218,11 +275,10 @@ def _known_floor(q: Bm25Query, source: "PostingSource", scores: "_Scores", unrea
     score, so most terms were read whole before the commonest could be left out: with this
     floor a search read a median 165,585 postings instead of 185,560 (20 questions, A/B
     alternating in one process, as kb_app; p50 54.5 against 55.9 ms, machine at load 5-8)."""
-    if len(scores.ids) < k:
+    best, sums = scores.best()
+    if len(best) < k:
         return 0.0
-    best = np.sort(scores.ids[np.argpartition(scores.sums, -KNOWN * k)[-KNOWN * k:]]
-                   if len(scores.ids) > KNOWN * k else scores.ids)
-    sums = scores.sums[np.searchsorted(scores.ids, best)].copy()
+    sums = sums.copy()
     directory = source.directory(unread)
     wanted = {t: _firsts(directory.get(t), _block_of(directory.get(t), best)) for t in unread}
     for t, p in source.read_blocks(wanted).items():
@@ -240,8 +296,7 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     rarest term first, the floor (top's, so far) rising and the running thinning as they come."""
     term_bound = dict(zip(q.terms, q.bounds))
     # First by the terms' own bounds, then by their blocks'.
-    maybe = scores.sums + sum(term_bound[t] for t in optional) >= _below(floor)
-    ids, sums = scores.ids[maybe], scores.sums[maybe]
+    ids, sums = scores.above(_below(floor) - sum(term_bound[t] for t in optional))
     directory = source.directory(optional)
     bounds, block_of = {}, {}
     for t in optional:
@@ -264,7 +319,11 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     for t in optional:  # rarest first
         held = running & (bounds[t] > 0)
         if held.any():
-            p = source.read_blocks({t: _firsts(directory.get(t), block_of[t][held])})[t]
+            d, firsts = directory.get(t), _firsts(directory.get(t), block_of[t][held])
+            if d is not None and len(firsts) >= WHOLE * len(d.first):
+                p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
+            else:
+                p = source.read_blocks({t: firsts})[t]
             read += len(p.ids)
             sums[held] += _added(p, ids[held], weight[t], q.average_length)
         rest = rest - bounds[t]
@@ -337,11 +396,11 @@ def _optional(unread: list[str], bound: dict[str, float], floor: float) -> set[s
 def exact_reference(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
     """Every posting of every term, summed: what `top` must equal (tests, benchmarks)."""
     found = source.read(list(q.terms))
-    scores = _Scores()
+    scores = _Scores(k)
     for t, w in zip(q.terms, q.idfs):
         if t in found:
             scores.add(*_contribution(found[t], w, q.average_length))
-    return _best(scores.ids, scores.sums, k, sum(len(p.ids) for p in found.values()))
+    return _best(*scores.above(0.0), k, sum(len(p.ids) for p in found.values()))
 
 
 def fold_tail(kb_id: str) -> None:

@@ -106,33 +106,42 @@ class BlockPostings:
         return {t: self._directory[t] for t in terms if self._directory.get(t) is not None}
 
     def _read_directory(self, terms: list[str]) -> dict[str, Optional[Directory]]:
-        rows = self.conn.execute(
-            "SELECT term, array_agg(first_id ORDER BY first_id) AS first, array_agg(last_id ORDER BY first_id) AS last,"
-            "       array_agg(max_tf ORDER BY first_id) AS max_tf, array_agg(min_dl ORDER BY first_id) AS min_dl"
-            "  FROM term_blocks WHERE kb_id = ANY(%s) AND term = ANY(%s) GROUP BY term",
-            (self.kb_ids, list(terms))).fetchall()
+        # Each column joined into one bytea a term, as the blocks' postings are: parsing
+        # array_agg's text cost 9 ms for a question's 2,500 blocks at a million chunks.
+        with self.conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                "SELECT term, string_agg(int8send(first_id), ''::bytea ORDER BY first_id) AS first,"
+                "       string_agg(int8send(last_id), ''::bytea ORDER BY first_id) AS last,"
+                "       string_agg(float4send(max_tf), ''::bytea ORDER BY first_id) AS max_tf,"
+                "       string_agg(float4send(min_dl), ''::bytea ORDER BY first_id) AS min_dl"
+                "  FROM term_blocks WHERE kb_id = ANY(%s) AND term = ANY(%s) GROUP BY term",
+                (self.kb_ids, list(terms))).fetchall()
         found: dict[str, Optional[Directory]] = dict.fromkeys(terms)
-        found.update({r["term"]: Directory(np.asarray(r["first"], dtype=np.int64), np.asarray(r["last"], dtype=np.int64),
-                                           np.asarray(r["max_tf"], dtype=np.float64),
-                                           np.asarray(r["min_dl"], dtype=np.float64)) for r in rows})
+        for r in rows:
+            found[r["term"]] = Directory(np.frombuffer(r["first"], dtype=">i8").astype(np.int64),
+                                         np.frombuffer(r["last"], dtype=">i8").astype(np.int64),
+                                         np.frombuffer(r["max_tf"], dtype=">f4").astype(np.float64),
+                                         np.frombuffer(r["min_dl"], dtype=">f4").astype(np.float64))
         return found
 
     def read_blocks(self, wanted: dict[str, np.ndarray]) -> dict[str, Postings]:
         """Each term's blocks that start at these ids, with the tail applied (all of the
         tail's new postings of the term, wherever they fall); one query for them all."""
-        terms, firsts = [], []
-        for term, starts in wanted.items():
-            terms += [term] * len(starts)
-            firsts += starts.tolist()
+        asked = [t for t, starts in wanted.items() if len(starts)]
         blocks = []
-        if firsts:
+        if asked:
+            # The blocks as (term's place in the list, first id), the ids as one array literal:
+            # psycopg dumping a text and an int per block cost 3 ms for 3,000 blocks.
+            places = np.concatenate([np.full(len(wanted[t]), i + 1) for i, t in enumerate(asked)])
+            firsts = np.concatenate([wanted[t] for t in asked])
             with self.conn.cursor(binary=True) as cur:
                 blocks = cur.execute(
-                    f"SELECT b.term, {_JOINED} FROM term_blocks b"
-                    "  JOIN unnest(%s::text[], %s::bigint[]) w(want_term, want_first) ON b.term = w.want_term AND b.first_id = w.want_first"
-                    " WHERE b.kb_id = ANY(%s) GROUP BY b.kb_id, b.term", (terms, firsts, self.kb_ids)).fetchall()
+                    f"SELECT b.term, {_JOINED} FROM unnest(%s::int[], %s::bigint[]) w(place, want_first)"
+                    "  JOIN term_blocks b ON b.term = (%s::text[])[w.place] AND b.first_id = w.want_first"
+                    " WHERE b.kb_id = ANY(%s) GROUP BY b.kb_id, b.term",
+                    (_array(places), _array(firsts), asked, self.kb_ids)).fetchall()
         found = self._with_tail(list(wanted), _decoded(blocks))
-        return {t: found.get(t, Postings(*_EMPTY)) for t in wanted}
+        return {t: found.get(t, Postings(*EMPTY)) for t in wanted}
 
     def tail_added(self, term: str) -> np.ndarray:
         """The ids of the tail's new postings of the term (sorted)."""
@@ -163,7 +172,7 @@ class BlockPostings:
                 p = Postings(np.concatenate(ids).astype(np.int64), np.concatenate(tfs).astype(np.float64),
                              np.concatenate(dls).astype(np.float64))
             else:
-                p = Postings(*_EMPTY)
+                p = Postings(*EMPTY)
             if len(p.ids) > 1 and not np.all(p.ids[1:] > p.ids[:-1]):  # several knowledge bases' blocks
                 order = np.argsort(p.ids, kind="stable")
                 p = Postings(p.ids[order], p.tfs[order], p.dls[order])
@@ -171,7 +180,12 @@ class BlockPostings:
         return out
 
 
-_EMPTY = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
+def _array(values: np.ndarray) -> str:
+    """Integers as a PostgreSQL array literal."""
+    return "{" + ",".join(map(str, values.tolist())) + "}"
+
+
+EMPTY = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
 
 
 def _apply_tail(p: Postings, changes: list[dict]) -> Postings:

@@ -92,6 +92,46 @@ def test_the_top_k_equals_every_posting_summed(seed, k, monkeypatch):
     np.testing.assert_allclose(got.scores, want.scores, rtol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("dense_span, whole", [(14_900, 0.5), (1, 0.5), (1 << 22, 0.0), (1 << 22, 2.0)])
+def test_the_top_k_is_the_same_whatever_the_scores_layout_and_the_reads(seed, dense_span, whole, monkeypatch):
+    """Partial scores by id that outgrow their span (14,900 of 15,000 ids) or never fit it
+    (1), and terms read whole as soon as one block is wanted (0.0) or never (2.0)."""
+    postings, stats = _corpus(seed, chunks=1_500, vocabulary=400)
+    monkeypatch.setattr(bm25, "FIRST_READ", 200)
+    monkeypatch.setattr(bm25, "DENSE_SPAN", dense_span)
+    monkeypatch.setattr(bm25, "WHOLE", whole)
+    rng = np.random.default_rng(200 + seed)
+    words = [f"w{w}" for w in rng.choice(np.arange(1, 60), size=8, replace=False)]
+    q = bm25.query(stats, words)
+    got = bm25.top(q, Source(postings), 10)
+    want = bm25.exact_reference(q, Source(postings), 10)
+    assert got.ids.tolist() == want.ids.tolist()
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dense_span", [1 << 22, 5_000, 1])
+def test_partial_scores_grow_below_and_above_what_they_held_and_keep_their_best(dense_span, monkeypatch):
+    """_Scores against a dict: terms whose ids reach below and above those seen (the array
+    grows both ways, or passes its span and becomes sorted arrays, or never was one)."""
+    monkeypatch.setattr(bm25, "DENSE_SPAN", dense_span)
+    rng = np.random.default_rng(9)
+    scores, want = bm25._Scores(keep=7), {}
+    for low, high in [(3_000, 3_400), (2_000, 2_600), (3_300, 4_500), (100, 9_000), (2_500, 2_501)]:
+        ids = np.sort(rng.choice(np.arange(low, high), size=min(150, high - low), replace=False))
+        contributions = rng.uniform(0.1, 2.0, size=len(ids))
+        scores.add(ids, contributions)
+        for i, c in zip(ids.tolist(), contributions.tolist()):
+            want[i] = want.get(i, 0.0) + c
+        ids, sums = scores.above(0.0)
+        assert ids.tolist() == sorted(want)
+        np.testing.assert_allclose(sums, [want[i] for i in sorted(want)], rtol=1e-12)
+        assert sorted(scores.of(scores.best()[0]).tolist()) == pytest.approx(sorted(want.values())[-7:], rel=1e-12)
+        assert scores.kth(3) == pytest.approx(sorted(want.values())[-3], rel=1e-12)
+    high = sorted(want.values())[-20]
+    assert scores.above(high)[0].tolist() == sorted(i for i, v in want.items() if v >= high)
+
+
 def test_the_commonest_terms_are_only_read_where_they_can_change_the_top(monkeypatch):
     monkeypatch.setattr(bm25, "FIRST_READ", 10)  # the rare terms' postings, not the common one's
     postings, stats = _corpus(3, chunks=5_000, vocabulary=2_000)
