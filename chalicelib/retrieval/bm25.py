@@ -158,7 +158,9 @@ class _Scores:
             return
         self._place(int(ids[0]), int(ids[-1]))
         if self._dense is not None:
-            self._dense[ids - self._base] += contributions
+            at = ids - self._base
+            sums = self._dense[at] + contributions
+            self._dense[at] = sums
         else:
             at = np.searchsorted(self._ids, ids)
             seen = at < len(self._ids)
@@ -168,11 +170,16 @@ class _Scores:
             if new.any():
                 self._ids = np.insert(self._ids, at[new], ids[new])
                 self._sums = np.insert(self._sums, at[new], contributions[new])
-        at = np.minimum(np.searchsorted(ids, self._best), len(ids) - 1)
-        ids = np.concatenate([ids, self._best[ids[at] != self._best]])  # each once
-        if len(ids) > self.keep:
-            ids = ids[np.argpartition(self.of(ids), -self.keep)[-self.keep:]]
-        self._best = np.sort(ids)
+            sums = self.of(ids)
+        # Only the term's chunks now at or above the least of the best can join them.
+        if len(self._best) >= self.keep:
+            ids = ids[sums >= self.of(self._best).min()]
+        if len(ids):
+            at = np.minimum(np.searchsorted(ids, self._best), len(ids) - 1)
+            ids = np.concatenate([ids, self._best[ids[at] != self._best]])  # each once
+            if len(ids) > self.keep:
+                ids = ids[np.argpartition(self.of(ids), -self.keep)[-self.keep:]]
+            self._best = np.sort(ids)
 
     def _place(self, low: int, high: int) -> None:
         """Room in the dense array for ids low..high, or the sorted arrays past DENSE_SPAN."""

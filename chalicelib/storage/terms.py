@@ -65,21 +65,52 @@ class Directory:
     min_dl: np.ndarray
 
 
-# A term's blocks joined into one value per column, in id order: one row (and three numpy
-# views) a term instead of one a block; at a million chunks a question's 5,700 blocks cost
-# 13 ms of frombuffer calls and row handling.
-_JOINED = ("string_agg(ids, ''::bytea ORDER BY first_id) AS ids, string_agg(tfs, ''::bytea ORDER BY first_id) AS tfs,"
+# A term's blocks joined into one value per column, in id order: one row (and a few numpy
+# passes) a term instead of one a block; at a million chunks a question's 5,700 blocks cost
+# 13 ms of frombuffer calls and row handling. Blocks are packed (migration 0027): each
+# id as its difference from the one before, each column in its own width a block.
+_JOINED = ("string_agg(int8send(first_id), ''::bytea ORDER BY first_id) AS firsts,"
+           " string_agg(int2send(n::smallint) || int2send(id_bytes) || int2send(tf_bytes) || int2send(dl_bytes),"
+           "            ''::bytea ORDER BY first_id) AS layout,"
+           " string_agg(ids, ''::bytea ORDER BY first_id) AS ids, string_agg(tfs, ''::bytea ORDER BY first_id) AS tfs,"
            " string_agg(dls, ''::bytea ORDER BY first_id) AS dls")
+# Per block: postings, then the bytes an id step, a frequency and a length take.
+_LAYOUT = np.dtype([("n", ">i2"), ("id", ">i2"), ("tf", ">i2"), ("dl", ">i2")])
 
 
-def _decoded(rows: list[dict]) -> dict[str, tuple[list, list, list]]:
-    """Blocks' bytea (big-endian int8 ids, int2 frequencies, int4 lengths, migration 0026) by term."""
-    parts: dict[str, tuple[list, list, list]] = {}
+def _values(data: bytes, counts: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """Big-endian unsigned values, each block's `counts` of them in its own width in bytes."""
+    if len(widths) and (widths == widths[0]).all():  # the common case: one width throughout
+        width = int(widths[0])
+        return np.frombuffer(data, dtype=">i8" if width == 8 else f">u{width}").astype(np.int64)
+    # Every value's first byte, then its next ones where it has them: at a million chunks a
+    # masked assignment a byte cost 2-4 times as much for a term of mixed widths.
+    raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
+    each = np.repeat(widths.astype(np.int64), counts)
+    at = np.cumsum(each) - each
+    out = raw[at].astype(np.int64)
+    for byte in range(1, int(widths.max(initial=0))):
+        out = np.where(each > byte, (out << 8) | raw[at + byte], out)
+    return out
+
+
+def unpacked(firsts: bytes, layout: bytes, ids: bytes, tfs: bytes, dls: bytes) -> Postings:
+    """Blocks joined by _JOINED (one knowledge base's, in id order) as postings."""
+    first = np.frombuffer(firsts, dtype=">i8").astype(np.int64)
+    blocks = np.frombuffer(layout, dtype=_LAYOUT)
+    counts = blocks["n"].astype(np.int64)
+    steps = np.cumsum(_values(ids, counts, blocks["id"]))
+    starts = np.cumsum(counts) - counts  # a block's first step is 0: its id is first_id
+    return Postings(np.repeat(first - steps[starts], counts) + steps,
+                    _values(tfs, counts, blocks["tf"]).astype(np.float64),
+                    _values(dls, counts, blocks["dl"]).astype(np.float64))
+
+
+def _decoded(rows: list[dict]) -> dict[str, list[Postings]]:
+    """Joined blocks by term (a row per knowledge base and term)."""
+    parts: dict[str, list[Postings]] = {}
     for b in rows:
-        ids, tfs, dls = parts.setdefault(b["term"], ([], [], []))
-        ids.append(np.frombuffer(b["ids"], dtype=">i8"))
-        tfs.append(np.frombuffer(b["tfs"], dtype=">i2"))
-        dls.append(np.frombuffer(b["dls"], dtype=">i4"))
+        parts.setdefault(b["term"], []).append(unpacked(b["firsts"], b["layout"], b["ids"], b["tfs"], b["dls"]))
     return parts
 
 
@@ -160,22 +191,22 @@ class BlockPostings:
         for r in rows:
             self._tail[r["term"]].append(r)
 
-    def _with_tail(self, terms: list[str], parts: dict[str, tuple[list, list, list]]) -> dict[str, Postings]:
+    def _with_tail(self, terms: list[str], parts: dict[str, list[Postings]]) -> dict[str, Postings]:
         self._load_tail(terms)
         out = {}
         for term in terms:
             changes = self._tail.get(term, [])
             if term not in parts and not changes:
                 continue
-            ids, tfs, dls = parts.get(term, ([], [], []))
-            if ids:
-                p = Postings(np.concatenate(ids).astype(np.int64), np.concatenate(tfs).astype(np.float64),
-                             np.concatenate(dls).astype(np.float64))
-            else:
-                p = Postings(*EMPTY)
-            if len(p.ids) > 1 and not np.all(p.ids[1:] > p.ids[:-1]):  # several knowledge bases' blocks
+            found = parts.get(term, [])
+            if len(found) == 1:
+                p = found[0]
+            elif found:  # several knowledge bases' blocks
+                p = Postings(*(np.concatenate(c) for c in zip(*((q.ids, q.tfs, q.dls) for q in found))))
                 order = np.argsort(p.ids, kind="stable")
                 p = Postings(p.ids[order], p.tfs[order], p.dls[order])
+            else:
+                p = Postings(*EMPTY)
             out[term] = _apply_tail(p, changes)
         return out
 

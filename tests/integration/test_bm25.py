@@ -35,6 +35,10 @@ def _reference(kb_id: str) -> dict:
     return {"chunks": count, "length": sum(sum(c.values()) for c in tf.values()), "df": df, "tf": tf}
 
 
+def _width(largest: float) -> int:
+    return next(w for w in (1, 2, 4, 8) if largest < 256 ** w)
+
+
 def _stored(kb_id: str) -> dict:
     """The statistics, and the postings as the blocks hold them with the tail applied, read
     here in SQL (not through terms.BlockPostings); checks the blocks' own invariants."""
@@ -42,15 +46,22 @@ def _stored(kb_id: str) -> dict:
         stats = conn.execute("SELECT chunks, length FROM kb_text_stats WHERE kb_id = %s", (kb_id,)).fetchone()
         df = {r["term"]: r["df"] for r in conn.execute(
             "SELECT term, df FROM kb_terms WHERE kb_id = %s AND df <> 0", (kb_id,))}
-        blocks = conn.execute("SELECT term, first_id, last_id, n, max_tf, min_dl, ids, tfs, dls FROM term_blocks"
-                              " WHERE kb_id = %s ORDER BY term, first_id", (kb_id,)).fetchall()
+        blocks = conn.execute(
+            "SELECT b.term, b.first_id, b.last_id, b.n, b.max_tf, b.min_dl, b.id_bytes, b.tf_bytes, b.dl_bytes,"
+            "       u.ids, u.tfs, u.dls FROM term_blocks b CROSS JOIN LATERAL"
+            "  (SELECT array_agg(x.id ORDER BY x.o) AS ids, array_agg(x.tf ORDER BY x.o) AS tfs,"
+            "          array_agg(x.dl ORDER BY x.o) AS dls FROM kb_bm25_unpack(b.first_id, b.id_bytes, b.tf_bytes,"
+            "          b.dl_bytes, b.ids, b.tfs, b.dls) WITH ORDINALITY x(id, tf, dl, o)) u"
+            " WHERE b.kb_id = %s ORDER BY b.term, b.first_id", (kb_id,)).fetchall()
         tail = conn.execute("SELECT term, chunk_id, tf, dl, sign FROM chunk_terms WHERE kb_id = %s"
                             " ORDER BY sign, chunk_id", (kb_id,)).fetchall()
     found: dict[tuple[str, int], tuple[float, float]] = {}
     last: dict[str, int] = {}
     for b in blocks:
-        b = {**b, "ids": np.frombuffer(b["ids"], ">i8").tolist(), "tfs": np.frombuffer(b["tfs"], ">i2").tolist(),
-             "dls": np.frombuffer(b["dls"], ">i4").tolist()}
+        # Packed (migration 0027): each column in the fewest of 1, 2, 4 or 8 bytes its largest value needs.
+        steps = np.diff(b["ids"], prepend=b["ids"][0])
+        assert [b["id_bytes"], b["tf_bytes"], b["dl_bytes"]] == [_width(max(steps)), _width(max(b["tfs"])),
+                                                                 _width(max(b["dls"]))]
         assert b["ids"] == sorted(b["ids"]) and (b["first_id"], b["last_id"]) == (b["ids"][0], b["ids"][-1])
         assert b["n"] == len(b["ids"]) == len(b["tfs"]) == len(b["dls"]) <= bm25.BLOCK
         assert (b["max_tf"], b["min_dl"]) == (max(b["tfs"]), min(b["dls"]))
@@ -311,3 +322,38 @@ def test_a_store_folds_a_long_tail_into_blocks(pumps, monkeypatch):
     stored = _stored(kb["id"])
     assert stored["tail"] == 0 and stored["blocks"] > 0
     _assert_in_step(kb["id"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_blocks_packed_in_sql_read_back_the_same_in_numpy(seed, service_env):
+    """kb_bm25_pack (migration 0027) against terms.unpacked: blocks whose id steps, frequencies
+    and lengths need 1, 2, 4 or 8 bytes, joined as a search joins them; and kb_bm25_unpack,
+    the compaction's reading, gives the same postings."""
+    rng = np.random.default_rng(seed)
+    blocks = []
+    first = int(rng.integers(1, 1_000))
+    for _ in range(6):
+        n = int(rng.integers(1, bm25.BLOCK + 1))
+        largest_step = int(rng.choice([200, 60_000, 4_000_000_000, 2**40]))
+        ids = first + np.concatenate([[0], np.cumsum(rng.integers(1, largest_step, size=n - 1))]).astype(np.int64)
+        tfs = rng.integers(1, int(rng.choice([3, 300, 32_767])), size=n).astype(float)
+        dls = np.maximum(tfs, rng.integers(1, int(rng.choice([250, 60_000, 100_000])), size=n)).astype(float)
+        blocks.append((ids, tfs, dls))
+        first = int(ids[-1]) + int(rng.integers(1, 1_000))
+    with connection() as conn, conn.cursor(binary=True) as cur:
+        rows = [cur.execute("SELECT * FROM kb_bm25_pack(%s::bigint[], %s::real[], %s::real[])",
+                            (ids.tolist(), tfs.tolist(), dls.tolist())).fetchone() for ids, tfs, dls in blocks]
+        unpacked_in_sql = [cur.execute("SELECT id, tf, dl FROM kb_bm25_unpack(%s, %s, %s, %s, %s, %s, %s)",
+                                       (r["first_id"], r["id_bytes"], r["tf_bytes"], r["dl_bytes"], r["packed_ids"],
+                                        r["packed_tfs"], r["packed_dls"])).fetchall() for r in rows]
+    assert len({(r["id_bytes"], r["tf_bytes"], r["dl_bytes"]) for r in rows}) > 1  # mixed widths
+    layout = b"".join(int(v).to_bytes(2, "big") for r in rows
+                      for v in (r["n"], r["id_bytes"], r["tf_bytes"], r["dl_bytes"]))
+    got = terms.unpacked(b"".join(r["first_id"].to_bytes(8, "big") for r in rows), layout,
+                         b"".join(r["packed_ids"] for r in rows), b"".join(r["packed_tfs"] for r in rows),
+                         b"".join(r["packed_dls"] for r in rows))
+    assert got.ids.tolist() == np.concatenate([b[0] for b in blocks]).tolist()
+    assert got.tfs.tolist() == np.concatenate([b[1] for b in blocks]).tolist()
+    assert got.dls.tolist() == np.concatenate([b[2] for b in blocks]).tolist()
+    for (ids, tfs, dls), back in zip(blocks, unpacked_in_sql):
+        assert [(r["id"], r["tf"], r["dl"]) for r in back] == list(zip(ids.tolist(), tfs.tolist(), dls.tolist()))
