@@ -19,12 +19,17 @@ STRATEGIES = ("semantic", "keyword", "hybrid")
 API_FUNCTION = "kb-service-api"
 
 
-def _lambda_client():
+def aws_client(service: str):
+    """A boto3 client of the local stack's emulator."""
     import boto3
 
     env = local_env()
-    return boto3.client("lambda", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+    return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
                         aws_access_key_id="test", aws_secret_access_key="test")
+
+
+def _lambda_client():
+    return aws_client("lambda")
 
 
 def _set_environment(client, variables: dict) -> None:
@@ -93,8 +98,11 @@ def latency(kb_id: str, key: str, queries, redis_url: str) -> dict:
 
 def throughput(kb_id: str, key: str, queries, clients: int, seconds: float) -> dict:
     """Requests per second of cached semantic searches through the deployed API (closed_loop)."""
-    bodies = [{"query": q["text"], "topK": 5, "strategy": "semantic"} for q in queries]
-    return closed_loop(search_url(kb_id), key, bodies, clients, seconds)
+    return closed_loop(search_url(kb_id), key, semantic_bodies(queries), clients, seconds)
+
+
+def semantic_bodies(queries) -> list[dict]:
+    return [{"query": q["text"], "topK": 5, "strategy": "semantic"} for q in queries]
 
 
 def closed_loop(url: str, key: str, bodies: list[dict], clients: int, seconds: float) -> dict:
