@@ -19,12 +19,17 @@ STRATEGIES = ("semantic", "keyword", "hybrid")
 API_FUNCTION = "kb-service-api"
 
 
-def _lambda_client():
+def aws_client(service: str):
+    """A boto3 client of the local stack's emulator."""
     import boto3
 
     env = local_env()
-    return boto3.client("lambda", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+    return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
                         aws_access_key_id="test", aws_secret_access_key="test")
+
+
+def _lambda_client():
+    return aws_client("lambda")
 
 
 def _set_environment(client, variables: dict) -> None:
@@ -92,17 +97,24 @@ def latency(kb_id: str, key: str, queries, redis_url: str) -> dict:
 
 
 def throughput(kb_id: str, key: str, queries, clients: int, seconds: float) -> dict:
-    """Requests per second with `clients` threads searching for `seconds` on warm workers:
-    every thread first sends each query once, together (as many API workers as clients start
-    then, and every query's embedding and answer is cached), and the clock starts once all
+    """Requests per second of cached semantic searches through the deployed API (closed_loop)."""
+    return closed_loop(search_url(kb_id), key, semantic_bodies(queries), clients, seconds)
+
+
+def semantic_bodies(queries) -> list[dict]:
+    return [{"query": q["text"], "topK": 5, "strategy": "semantic"} for q in queries]
+
+
+def closed_loop(url: str, key: str, bodies: list[dict], clients: int, seconds: float) -> dict:
+    """Requests per second with `clients` threads posting `bodies` to `url` for `seconds` on warm
+    workers: every thread first sends each body once, together (as many API workers as clients
+    start then, and every query's embedding and answer is cached), and the clock starts once all
     have. This measures the warm service, not the model nor cold starts (cold_burst and
     bench/cold.py measure those): warmed by one client, the 16-client run used to start 12
     workers inside its 15 s (.kb/logs/ministack.log), each importing the app on a CPU the
     others were serving on (8.4 req/s, p95 22.6 s, load 7-12, bench/api_overhead.py)."""
     import requests
 
-    url = search_url(kb_id)
-    bodies = [{"query": q["text"], "topK": 5, "strategy": "semantic"} for q in queries]
     times, lock, clock = [], threading.Lock(), {}
     warm = threading.Barrier(clients, action=lambda: clock.update(started=time.monotonic(),
                                                                    stop=time.monotonic() + seconds))

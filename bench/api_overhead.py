@@ -2,6 +2,7 @@
 the search, service-side, and what the emulated API Gateway then serves.
 
     .venv/bin/python bench/api_overhead.py [--quick] [--requests 400] [--gateway] [--seconds 15]
+                                           [--floor] [--floor-seconds 5]
 
 Needs the local stack (`make up`); works in the benchmark database (kb_bench) and Redis
 database 14, as bench/retrieval.py does, over 200 SciFact abstracts (20 with --quick: a
@@ -14,7 +15,10 @@ cached answer does not depend on the corpus's size).
   stages it calls) the median and p95 per request, and the Redis round trips and SQL
   statements per request, counted by wrapping redis-py and psycopg in this process;
 - --gateway: requests per second through API Gateway on the emulator with 1, 4 and 16
-  clients (bench/api.py's throughput, the deployed API pointed at this database).
+  clients (bench/api.py's throughput, the deployed API pointed at this database);
+- --floor: the same closed loop against throwaway functions that only answer, one printing the
+  log line our API prints per search, one printing nothing (bench/gateway_floor.py): what the
+  emulator itself allows, beside our figures.
 """
 import argparse
 import functools
@@ -181,6 +185,33 @@ def gateway(kb: dict, key: str, queries: list[dict], seconds: float) -> list[dic
         return [api.throughput(kb["id"], key, queries, clients, seconds) for clients in (1, 4, 16)]
 
 
+def floor(key: str, queries: list[dict], seconds: float) -> list[dict]:
+    """gateway()'s closed loop, same bodies and client counts, against bench/gateway_floor.py's functions."""
+    import api
+    from gateway_floor import floor_apis
+
+    load, bodies = load_average(), api.semantic_bodies(queries)
+    with floor_apis() as urls:
+        return [{"function": variant, "load": load, **api.closed_loop(url, key, bodies, clients, seconds)}
+                for clients in (1, 4, 16) for variant, url in urls.items()]
+
+
+def print_gateway(results: dict) -> None:
+    """Per client count, our API's req/s, p50 and p95 ms beside each floor function's, as measured."""
+    columns = {"our API": results.get("gateway", [])}
+    for row in results.get("gatewayFloor", []):
+        columns.setdefault(f"floor, {row['function']}", []).append(row)
+    columns = {name: {row["clients"]: row for row in rows} for name, rows in columns.items() if rows}
+    print(f"\nthrough API Gateway (cached answers; load {results['loadBefore']}): req/s, p50 ms, p95 ms")
+    print(f"{'clients':>7} " + " ".join(f"{name:>24}" for name in columns))
+    for clients in (1, 4, 16):
+        cells = []
+        for rows in columns.values():
+            row = rows.get(clients)
+            cells.append(f"{row['perSecond']:8.1f}{row['p50']:8.1f}{row['p95']:8.1f}" if row else f"{'':24}")
+        print(f"{clients:7d} " + " ".join(cells))
+
+
 def alternating(kb: dict, key: str, queries: list[dict], seconds: float, zips: list[str], rounds: int) -> list[dict]:
     """Each code zip in turn as the API function's (UpdateFunctionCode recycles its workers), each
     measured as gateway() does, `rounds` times: two builds compared on the same loaded machine
@@ -238,6 +269,10 @@ def main() -> dict:
     parser.add_argument("--requests", type=int, default=400, help="in-process requests measured")
     parser.add_argument("--gateway", action="store_true", help="also requests/s through API Gateway")
     parser.add_argument("--seconds", type=float, default=15, help="seconds per gateway client count")
+    parser.add_argument("--floor", action="store_true",
+                        help="also requests/s of do-nothing functions through API Gateway: the emulator's floor")
+    parser.add_argument("--floor-seconds", type=float, default=5,
+                        help="seconds per floor function and client count (six such runs)")
     parser.add_argument("--alternate", nargs="+", metavar="ZIP",
                         help="code zips (build/local/deployment.zip of each build) measured in turn instead")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --alternate")
@@ -257,10 +292,10 @@ def main() -> dict:
         return results
     if args.gateway:
         results["gateway"] = gateway(kb, key, queries, 1 if args.quick else args.seconds)
-        print(f"\nthrough API Gateway (cached answers; load {results['loadBefore']}):")
-        print(f"{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
-        for row in results["gateway"]:
-            print(f"{row['clients']:7d} {row['perSecond']:8.1f} {row['p50']:8.1f} {row['p95']:8.1f}")
+    if args.floor:
+        results["gatewayFloor"] = floor(key, queries, 1 if args.quick else args.floor_seconds)
+    if args.gateway or args.floor:
+        print_gateway(results)
     results.update(in_process(kb, key, queries, 40 if args.quick else args.requests))
     results["loadAfter"] = load_average()
     print(f"\nin process, {results['requests']} cached semantic searches (load {results['loadBefore']} -> "
