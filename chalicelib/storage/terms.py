@@ -1,5 +1,5 @@
-"""term_blocks, chunk_terms, kb_terms, kb_text_stats: what BM25 needs (migrations 0011
-and 0026). Triggers on chunks write them, and a compaction folds the tail (chunk_terms)
+"""term_blocks, chunk_terms, kb_terms, kb_text_stats: what BM25 needs (migrations 0011,
+0026 and 0027). Triggers on chunks write them, and a compaction folds the tail (chunk_terms)
 into the blocks; the service reads a question's terms, their statistics and postings.
 chalicelib/retrieval/bm25.py owns what they mean."""
 from dataclasses import dataclass
@@ -78,11 +78,11 @@ _JOINED = ("string_agg(int8send(first_id), ''::bytea ORDER BY first_id) AS first
 _LAYOUT = np.dtype([("n", ">i2"), ("id", ">i2"), ("tf", ">i2"), ("dl", ">i2")])
 
 
-def _values(data: bytes, counts: np.ndarray, widths: np.ndarray) -> np.ndarray:
+def _values(data: bytes, counts: np.ndarray, widths: np.ndarray, dtype=np.int64) -> np.ndarray:
     """Big-endian unsigned values, each block's `counts` of them in its own width in bytes."""
     if len(widths) and (widths == widths[0]).all():  # the common case: one width throughout
         width = int(widths[0])
-        return np.frombuffer(data, dtype=">i8" if width == 8 else f">u{width}").astype(np.int64)
+        return np.frombuffer(data, dtype=">i8" if width == 8 else f">u{width}").astype(dtype)
     # Every value's first byte, then its next ones where it has them: at a million chunks a
     # masked assignment a byte cost 2-4 times as much for a term of mixed widths.
     raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
@@ -91,7 +91,7 @@ def _values(data: bytes, counts: np.ndarray, widths: np.ndarray) -> np.ndarray:
     out = raw[at].astype(np.int64)
     for byte in range(1, int(widths.max(initial=0))):
         out = np.where(each > byte, (out << 8) | raw[at + byte], out)
-    return out
+    return out.astype(dtype, copy=False)
 
 
 def unpacked(firsts: bytes, layout: bytes, ids: bytes, tfs: bytes, dls: bytes) -> Postings:
@@ -102,8 +102,7 @@ def unpacked(firsts: bytes, layout: bytes, ids: bytes, tfs: bytes, dls: bytes) -
     steps = np.cumsum(_values(ids, counts, blocks["id"]))
     starts = np.cumsum(counts) - counts  # a block's first step is 0: its id is first_id
     return Postings(np.repeat(first - steps[starts], counts) + steps,
-                    _values(tfs, counts, blocks["tf"]).astype(np.float64),
-                    _values(dls, counts, blocks["dl"]).astype(np.float64))
+                    _values(tfs, counts, blocks["tf"], np.float64), _values(dls, counts, blocks["dl"], np.float64))
 
 
 def _decoded(rows: list[dict]) -> dict[str, list[Postings]]:
