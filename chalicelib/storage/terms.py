@@ -83,14 +83,17 @@ def _values(data: bytes, counts: np.ndarray, widths: np.ndarray, dtype=np.int64)
     if len(widths) and (widths == widths[0]).all():  # the common case: one width throughout
         width = int(widths[0])
         return np.frombuffer(data, dtype=">i8" if width == 8 else f">u{width}").astype(dtype)
-    # Every value's first byte, then its next ones where it has them: at a million chunks a
-    # masked assignment a byte cost 2-4 times as much for a term of mixed widths.
+    # Every value's first byte, then its next ones for the values that have them, by index:
+    # at a million chunks half the 'dose' blocks' ids take 2 bytes, and few blocks' lengths
+    # do ('patient': 0.45 ms against 0.98 with np.where over every value, 2-4 times less
+    # than a boolean mask's assignment).
     raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
     each = np.repeat(widths.astype(np.int64), counts)
     at = np.cumsum(each) - each
     out = raw[at].astype(np.int64)
     for byte in range(1, int(widths.max(initial=0))):
-        out = np.where(each > byte, (out << 8) | raw[at + byte], out)
+        wide = np.flatnonzero(each > byte)
+        out[wide] = (out[wide] << 8) | raw[at[wide] + byte]
     return out.astype(dtype, copy=False)
 
 
