@@ -304,8 +304,8 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
     if unread and len(scores.best()[0]):
         ids, sums, more = _complete(q, source, scores, unread, k, weight, floor)
         read += more
-    else:
-        ids, sums = scores.best()
+    else:  # every term read: every chunk at the k-th score, so that ties go to the lowest ids
+        ids, sums = scores.above(_below(scores.kth(k)))
     return _best(ids, sums, k, read)
 
 
@@ -349,7 +349,9 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
         remaining.remove(t)
         rest = sum(term_bound[u] for u in remaining)
         d = directory.get(t)
-        if d is None or len(ids) >= len(d.first):  # candidates in about every block: read it whole
+        # Read whole: candidates in about every block, or blocks of several knowledge bases,
+        # whose ranges overlap (a chunk's block is then not the last one starting before it).
+        if d is None or len(ids) >= len(d.first) or np.any(d.first[1:] <= d.last[:-1]):
             p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
         else:
             at = _block_of(d, ids)
@@ -373,7 +375,9 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
 
 
 def _block_of(d: Optional[Directory], ids: np.ndarray) -> np.ndarray:
-    """The index of the term's block whose range holds each id (ids ascending), -1 for none.
+    """The index of the term's block whose range holds each id (ids ascending), -1 for none;
+    blocks of one knowledge base (disjoint ranges: of several, an id held by an earlier,
+    wider block gets -1, which only _known_floor asks, where a missed block lowers the floor).
     The blocks' first ids are found among the ids, not each id among the blocks: a
     million-chunk question asks this of ~100,000 ids against ~700 blocks."""
     if d is None or not len(d.first) or not len(ids):

@@ -202,3 +202,69 @@ def test_a_big_array_freed_is_reused_without_fresh_pages():
 
     # Where transparent huge pages make fresh pages cheap already, only the second bound binds.
     assert faults("from chalicelib.retrieval import bm25") <= max(faults("pass") // 5, 10)
+
+
+def test_ties_at_the_kth_score_go_to_the_lowest_ids_when_every_term_is_read():
+    """A one-term question reads its term whole: the top k is then every chunk at the k-th
+    score, by id, not whichever of the tied ones the running best kept."""
+    ids = np.arange(1, 31, dtype=np.int64)
+    postings = {"a": Postings(ids, np.ones(30), np.full(30, 10.0))}
+    stats = TermStatistics(chunks=1_000, length=10_000.0, document_frequency={"a": 30}, extremes={"a": (1.0, 10.0)})
+    q = bm25.query(stats, ["a"])
+    for k in (1, 3, 10):
+        assert bm25.top(q, Source(postings), k).ids.tolist() == list(range(1, k + 1))
+
+
+class KnowledgeBases(Source):
+    """Several knowledge bases' postings, each blocked on its own as term_blocks is (per
+    kb_id), read together: a term's blocks are their union by first id, and ranges overlap."""
+
+    def __init__(self, bases: list[dict[str, Postings]], block: int = 2):
+        merged = {}
+        for t in {t for base in bases for t in base}:
+            parts = [base[t] for base in bases if t in base]
+            ids = np.concatenate([p.ids for p in parts])
+            order = np.argsort(ids, kind="stable")
+            merged[t] = Postings(ids[order], np.concatenate([p.tfs for p in parts])[order],
+                                 np.concatenate([p.dls for p in parts])[order])
+        super().__init__(merged, block)
+        self.bases = bases
+
+    def _blocks(self, term):
+        return sorted(((p.ids[i:i + self.block], p.tfs[i:i + self.block], p.dls[i:i + self.block])
+                       for base in self.bases if term in base for p in [base[term]]
+                       for i in range(0, len(p.ids), self.block)), key=lambda b: b[0][0])
+
+    def directory(self, terms):
+        return {t: Directory(np.array([b[0][0] for b in self._blocks(t)]), np.array([b[0][-1] for b in self._blocks(t)]),
+                             np.array([b[1].max() for b in self._blocks(t)]), np.array([b[2].min() for b in self._blocks(t)]))
+                for t in terms if self._blocks(t)}
+
+    def read_blocks(self, wanted):
+        out = {}
+        for t, firsts in wanted.items():
+            chosen = [b for b in self._blocks(t) if b[0][0] in set(np.asarray(firsts).tolist())]
+            ids = np.concatenate([b[0] for b in chosen]) if chosen else np.empty(0, np.int64)
+            order = np.argsort(ids, kind="stable")
+            out[t] = Postings(ids[order], *(np.concatenate([b[i] for b in chosen])[order] if chosen else np.empty(0)
+                                            for i in (1, 2)))
+        return out
+
+
+def test_the_top_k_is_exact_over_knowledge_bases_whose_blocks_overlap(monkeypatch):
+    """One knowledge base's block (chunks 10-500) spans another's (20-41): the chunk 500 holds
+    both terms, and its block of 'c' must not be taken for none."""
+    monkeypatch.setattr(bm25, "FIRST_READ", 1)
+
+    def postings(rows):
+        a = np.array(sorted(rows), float)
+        return Postings(a[:, 0].astype(np.int64), a[:, 1], a[:, 2])
+
+    first = {"r": postings([(500, 1, 12), (600, 1, 10)]), "c": postings([(10, 1, 10), (500, 1, 12), (1000, 1, 10)])}
+    second = {"c": postings([(i, 1, 10) for i in range(20, 42)])}
+    stats = TermStatistics(chunks=1_000, length=10_000.0, document_frequency={"r": 2, "c": 25},
+                           extremes={"r": (1.0, 10.0), "c": (1.0, 10.0)})
+    q = bm25.query(stats, ["r", "c"])
+    got = bm25.top(q, KnowledgeBases([first, second]), 1)
+    want = bm25.exact_reference(q, KnowledgeBases([first, second]), 1)
+    assert got.ids.tolist() == want.ids.tolist() == [500]
