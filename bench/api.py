@@ -11,25 +11,12 @@ import sys
 import threading
 import time
 
-from common import ROOT, local_env, percentile
+from common import ROOT, aws_client, local_env, percentile
 
 sys.path.insert(0, str(ROOT / "infra"))
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
 API_FUNCTION = "kb-service-api"
-
-
-def aws_client(service: str):
-    """A boto3 client of the local stack's emulator."""
-    import boto3
-
-    env = local_env()
-    return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
-
-
-def _lambda_client():
-    return aws_client("lambda")
 
 
 def _set_environment(client, variables: dict) -> None:
@@ -43,7 +30,7 @@ def _set_environment(client, variables: dict) -> None:
 def api_pointed_at(database_url: str, redis_url: str):
     """The deployed API Lambda reads this database and Redis until the block ends
     (UpdateFunctionConfiguration recycles its warm workers both ways)."""
-    client = _lambda_client()
+    client = aws_client("lambda")
     original = client.get_function_configuration(FunctionName=API_FUNCTION)["Environment"]["Variables"]
     _set_environment(client, {**original, "DATABASE_URL": database_url, "REDIS_URL": redis_url})
     try:
@@ -149,7 +136,7 @@ def cold_burst(kb_id: str, key: str, queries, clients: int) -> dict:
 
     import requests
 
-    client = _lambda_client()
+    client = aws_client("lambda")
     variables = client.get_function_configuration(FunctionName=API_FUNCTION)["Environment"]["Variables"]
     _set_environment(client, {**variables, "BENCH_COLD_START": secrets.token_hex(4)})
     url, results, lock = search_url(kb_id), [], threading.Lock()

@@ -29,7 +29,7 @@ import sys
 import time
 from contextlib import contextmanager, redirect_stdout
 
-from common import corpus, fresh_database, percentile, queries_and_qrels, save_results
+from common import aws_client, corpus, fresh_database, percentile, queries_and_qrels, save_results
 
 # name -> (module, attribute): each wrapped in place while a request runs; the time of a
 # stage excludes the stages it calls, so the stages and "other" add up to the request.
@@ -223,7 +223,7 @@ def alternating(kb: dict, key: str, queries: list[dict], seconds: float, zips: l
     import api
     from deploy import wait_until_updated
 
-    client, rows = api._lambda_client(), []
+    client, rows = aws_client("lambda"), []
     for n in range(rounds):
         for path in zips:
             client.update_function_code(FunctionName=api.API_FUNCTION, ZipFile=Path(path).read_bytes())

@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 
-from common import ROOT, local_env, percentile, save_results
+from common import ROOT, aws_client, local_env, percentile, save_results
 
 sys.path.insert(0, str(ROOT / "infra"))
 
@@ -89,20 +89,12 @@ def imports(runs: int) -> dict:
                    "loaded": loaded[name]} for name, r in rows.items()}
 
 
-def _lambda_client():
-    import boto3
-
-    env = local_env()
-    return boto3.client("lambda", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
-
-
 def recycle(function: str) -> None:
     """Every warm worker of the function ends (ministack recycles them on an environment
     change, as AWS does on a deploy); the variable is the same every time."""
     from deploy import wait_until_updated
 
-    client = _lambda_client()
+    client = aws_client("lambda")
     variables = client.get_function_configuration(FunctionName=function)["Environment"]["Variables"]
     marker = "1" if variables.get("BENCH_COLD") != "1" else "2"
     client.update_function_configuration(FunctionName=function,
@@ -147,7 +139,7 @@ def invoke(runs: int) -> dict:
     url, key, kb_id = demo()
     cache_queries(url, key, kb_id)
     env = local_env()
-    lam = _lambda_client()
+    lam = aws_client("lambda")
 
     def direct() -> float:
         started = time.perf_counter()

@@ -33,6 +33,15 @@ def local_env() -> dict:
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
 
 
+def aws_client(service: str):
+    """A boto3 client of the local stack's emulator."""
+    import boto3
+
+    env = local_env()
+    return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_DEFAULT_REGION"],
+                        aws_access_key_id="test", aws_secret_access_key="test")
+
+
 def corpus(limit: int | None = None) -> list[dict]:
     with open(SCIFACT / "corpus.jsonl") as fh:
         docs = [json.loads(line) for line in fh]

@@ -19,8 +19,8 @@ import json
 import secrets
 import zipfile
 
-from api import API_FUNCTION, aws_client
-from common import local_env
+from api import API_FUNCTION
+from common import aws_client, local_env
 
 HANDLER = '''import json
 import os

@@ -18,22 +18,20 @@ import secrets
 import statistics
 import time
 
-from common import SHARED_DATA as SHARED, local_env, percentile, save_results
+from common import SHARED_DATA as SHARED, aws_client, local_env, percentile, save_results
 
 
 @contextlib.contextmanager
 def scratch_knowledge_base(prefix: str):
     """(API URL, headers, S3 client, knowledge base) of the demo tenant; the
     knowledge base and its documents are deleted when the block ends."""
-    import boto3
     import requests
 
     env = local_env()
     api, headers = env["KB_API_URL"], {"Authorization": f"Bearer {env['KB_API_KEY']}"}
     kb = requests.post(f"{api}/knowledge-bases", json={"name": f"{prefix}-{secrets.token_hex(3)}"},
                        headers=headers, timeout=60).json()["data"]
-    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_DEFAULT_REGION"],
-                      aws_access_key_id="test", aws_secret_access_key="test")
+    s3 = aws_client("s3")
     try:
         yield api, headers, s3, env["KB_BUCKET"], kb
     finally:

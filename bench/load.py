@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 
-from common import ROOT, corpus, drop_database, fresh_database, local_env, percentile, queries_and_qrels, save_results
+from common import ROOT, aws_client, corpus, drop_database, fresh_database, local_env, percentile, queries_and_qrels, save_results
 
 P95_LIMIT_MS = 1000
 ERROR_LIMIT = 0.001  # 0.1%
@@ -199,10 +199,7 @@ class Connections(threading.Thread):
 def function_logs(start_ms: int, end_ms: int) -> dict:
     """The API function's REPORT durations and the searches' own durations (their EMF
     line's durationMs) logged between the two times."""
-    import boto3
-
-    logs = boto3.client("logs", endpoint_url=local_env()["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
+    logs = aws_client("logs")
     lambda_ms, search_ms, token = [], [], None
     while True:
         page = logs.filter_log_events(logGroupName=f"/aws/lambda/{local_env()['KB_API_FUNCTION']}",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # as a script (report.py) and as -m bench.real_folder
 
-from common import ROOT, SHARED_DATA, local_env, percentile, save_results  # noqa: E402
+from common import ROOT, SHARED_DATA, aws_client, local_env, percentile, save_results  # noqa: E402
 from ingestion import scratch_knowledge_base  # noqa: E402
 
 DOC_ROOT = Path(os.environ.get("KB_BENCH_DOC_DIR", "/usr/share/doc"))
@@ -215,11 +215,7 @@ def threads_label(function: dict) -> str:
 
 def pipeline_settings() -> dict:
     """The reserved concurrency and embedding threads the deployed functions run with."""
-    import boto3
-
-    env = local_env()
-    lam = boto3.client("lambda", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_DEFAULT_REGION"],
-                       aws_access_key_id="test", aws_secret_access_key="test")
+    lam = aws_client("lambda")
     out = {}
     for step in ("extract", "chunk", "embed", "store"):
         name = f"kb-service-pipeline-{step}"
