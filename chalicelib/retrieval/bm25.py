@@ -3,12 +3,12 @@ prune it, and the exact top k of a question over its terms' postings.
 
 At a million chunks (bench/retrieval.py's synthetic ones) this finds 1.000 of exact BM25's
 top 10 (60 questions) where the bounded first pass of migration 0011 found 0.470; a search
-reads a median 177k postings, and keyword search took p50 20-25 and p95 33-39 ms
-service-side as kb_app on a quiet machine (five runs of 60 questions; issue 30 asks 30 ms).
+reads a median 177k postings, and keyword search took p50 18.8-20.4 and p95 28.6-31.5 ms
+service-side as kb_app on a quiet machine (seven runs of 60 questions; issue 30 asks 30 ms).
 The commonest terms' blocks hold a candidate almost everywhere there (each SciFact sentence
 is in ~150 synthetic chunks), so block bounds prune little and the time goes to moving and
-adding postings: packing them (migration 0027, 14 -> 3.5 bytes each) and adding them by
-index (_Scores) took p95 from 76 to 33-39 ms.
+adding postings: packing them (migration 0027, 14 -> 3.5 bytes each), adding them by index
+(_Scores) and keeping freed memory for numpy (_keep_freed_memory) took p95 from 76 ms.
 
 Postings are stored per knowledge base and term in blocks of chunk ids with each
 posting's term frequency and chunk length (term_blocks, migrations 0026 and 0027), plus
@@ -348,12 +348,10 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     for t in optional:  # rarest first
         remaining.remove(t)
         rest = sum(term_bound[u] for u in remaining)
-        d = directory.get(t)
-        # Read whole: candidates in about every block, or blocks of several knowledge bases,
-        # whose ranges overlap (a chunk's block is then not the last one starting before it).
-        if d is None or len(ids) >= len(d.first) or np.any(d.first[1:] <= d.last[:-1]):
-            p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
-        else:
+        d, firsts = directory.get(t), None  # None: read the term whole
+        # Whole when candidates are in about every block, or the blocks are several knowledge
+        # bases', whose ranges overlap (a chunk's block is then not the last one starting before it).
+        if d is not None and len(ids) < len(d.first) and np.all(d.first[1:] > d.last[:-1]):
             at = _block_of(d, ids)
             bound = np.where(at >= 0, weight[t] * saturation(d.max_tf, d.min_dl, q.average_length)[np.maximum(at, 0)], 0.0)
             _, in_tail = _found(source.tail_added(t), ids)
@@ -362,9 +360,11 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
             ids, sums, at, bound = ids[keep], sums[keep], at[keep], bound[keep]
             firsts = _firsts(d, at[bound > 0])
             if len(firsts) >= WHOLE * len(d.first):
-                p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
-            else:
-                p = source.read_blocks({t: firsts})[t]
+                firsts = None
+        if firsts is None:
+            p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
+        else:
+            p = source.read_blocks({t: firsts})[t]
         read += len(p.ids)
         scores.add(*_contribution(p, weight[t], q.average_length))
         sums = scores.of(ids)
