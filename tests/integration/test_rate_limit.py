@@ -132,6 +132,37 @@ def test_an_address_sending_bad_keys_is_refused_in_the_same_round_trip(clean_red
     assert throttle.check(f"kbk_{secrets.token_hex(8)}", "198.51.100.251", None).taken is False
 
 
+def test_bad_keys_of_the_last_minute_still_count_after_it_ends(clean_redis, monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("BAD_KEYS_PER_MINUTE", "20")
+    source = f"198.51.100.{secrets.randbelow(250)}"
+    minute = (int(time.time()) // 60 + 1) * 60
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: minute - 0.5))
+    for _ in range(21):  # 21 guesses in the last half second of a minute
+        throttle.count_bad_key(source)
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: minute + 0.5))
+    with pytest.raises(Throttled, match="keys that are not valid") as refused:  # and the next minute has begun
+        throttle.check(f"kbk_{secrets.token_hex(8)}", source, None)
+    assert refused.value.retry_after == 3  # 21 * (60 - t)/60 < 20 from t = 2.9 s
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: minute + 4))
+    assert throttle.check(f"kbk_{secrets.token_hex(8)}", source, None).taken is False
+
+
+def test_the_sliding_estimate_and_its_wait():
+    seen, wait = throttle.bad_keys_seen(0, 20, 0.5)  # just after the minute turned
+    assert seen > 19.8 and wait == 1
+    seen, wait = throttle.bad_keys_seen(20, 0, 10)  # twenty this minute, ten seconds in
+    assert seen == 20 and wait == 50
+    seen, wait = throttle.bad_keys_seen(40, 0, 10)  # twice over: half of the next minute too
+    assert seen == 40 and wait == 50 + 30
+    seen, wait = throttle.bad_keys_seen(10, 20, 30)  # 10 + 20 * 30/60 = 20: refused until 20 * (60-t)/60 < 10
+    assert seen == 20 and wait == 1
+    seen, wait = throttle.bad_keys_seen(5, 30, 6)  # 5 + 27 = 32: until 30 * (60-t)/60 < 15, t > 30
+    assert seen == 32 and wait == 24
+    assert throttle.bad_keys_seen(3, 0, 59)[0] == 3
+
+
 def test_the_script_is_loaded_again_after_a_script_flush(clean_redis):
     principal, token = _principal(f"org-{secrets.token_hex(3)}", 5), f"kbk_{secrets.token_hex(8)}"
     throttle.take(principal, token)
