@@ -28,6 +28,7 @@ from aws_lambda_powertools import Logger
 
 import numpy as np
 
+from chalicelib import limits
 from chalicelib.storage import terms as storage_terms
 from chalicelib.storage.terms import Directory, Postings, TermStatistics
 
@@ -451,13 +452,15 @@ def exact_reference(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
 
 def fold_tail(kb_id: str) -> None:
     """After a store, in its own transaction: folds the knowledge base's tail into its
-    blocks once it holds more than TAIL_MAX postings. A failure leaves the tail as it is
-    (searches read it; the next store folds it)."""
+    blocks once it holds more than TAIL_MAX postings, and packs a batch of its blocks still
+    in 0026's layout, if any (migration 0028). A failure leaves both as they are (searches
+    read them; the next store tries again)."""
     from chalicelib.storage import connection
 
     try:
         with connection() as conn:
             if storage_terms.tail_size(conn, kb_id, TAIL_MAX) > TAIL_MAX:
                 storage_terms.compact(conn, kb_id, BLOCK)
+            storage_terms.repack(conn, kb_id, limits.BM25_REPACK_BLOCKS)
     except Exception:  # noqa: BLE001 - the store itself succeeded
         logger.exception("folding the BM25 tail of %s failed; the next store tries again", kb_id)

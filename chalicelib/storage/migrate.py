@@ -1,4 +1,5 @@
-"""Applies the versioned SQL files in migrations/ in order, each once.
+"""Applies the versioned SQL files in migrations/ in order, each once; then the work on data
+a migration leaves for later (BM25 blocks in 0026's layout, packed a batch a transaction).
 
 Safe to run twice and from two processes at once: an advisory lock serialises
 runners and schema_migrations records what was applied.
@@ -6,10 +7,15 @@ runners and schema_migrations records what was applied.
 import json
 import logging
 import sys
+import time
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 import psycopg
+from psycopg.rows import dict_row
+
+from chalicelib import limits
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +48,34 @@ def migrate(database_url: str) -> list[str]:
     return done
 
 
+def repack_old_blocks(database_url: str, deadline: Optional[float] = None) -> int:
+    """Packs the BM25 blocks still in 0026's layout (migration 0028), a batch a transaction,
+    until none is left or time.monotonic() passes the deadline; returns the blocks packed.
+    Searches read both layouts, so stopping anywhere (or being stopped) loses nothing, and
+    each store's fold_tail packs a batch of its knowledge base's."""
+    from chalicelib.storage import terms
+
+    packed = 0
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        for kb_id in terms.with_old_blocks(conn):
+            while deadline is None or time.monotonic() < deadline:
+                n = terms.repack(conn, kb_id, limits.BM25_REPACK_BLOCKS)
+                packed += n
+                if n < limits.BM25_REPACK_BLOCKS:
+                    break
+            else:
+                logger.info("BM25 blocks packed: %d; time is up, the rest is left for later", packed)
+                return packed
+    logger.info("BM25 blocks packed: %d; none is left in the old layout", packed)
+    return packed
+
+
 def handle_custom_resource(event: dict, context) -> None:
     """The migration step of a deployment (Custom::DatabaseMigration). Create and
     Update apply what is pending; Delete keeps the data. CloudFormation waits for the
-    answer at ResponseURL, so every path, failures included, must send one."""
+    answer at ResponseURL, so every path, failures included, must send one. The data work
+    the migrations leave (repack_old_blocks) runs after the answer, in the function's
+    remaining time less limits.MIGRATE_MARGIN_SECONDS: the deployment does not wait for it."""
     from chalicelib.storage.db import database_conninfo
 
     status, reason, applied = "SUCCESS", "", []
@@ -58,6 +88,13 @@ def handle_custom_resource(event: dict, context) -> None:
         logger.exception("migration failed")
         status, reason = "FAILED", f"migration failed: {type(exc).__name__}: {exc}"[:900]
     _answer(event, context, status, reason, {"Applied": ",".join(applied) or "none"})
+    if status == "SUCCESS" and event.get("RequestType") in ("Create", "Update"):
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        deadline = (time.monotonic() + remaining() / 1000 - limits.MIGRATE_MARGIN_SECONDS) if remaining else None
+        try:
+            repack_old_blocks(database_conninfo(), deadline)
+        except Exception:  # noqa: BLE001 - the deployment has its answer; the next one, or a store, goes on
+            logger.exception("packing old BM25 blocks failed; searches read them as they are")
 
 
 def _set_app_password() -> None:
@@ -94,5 +131,7 @@ def _answer(event: dict, context, status: str, reason: str, data: dict) -> None:
 if __name__ == "__main__":
     import os
 
-    applied = migrate(sys.argv[1] if len(sys.argv) > 1 else os.environ["DATABASE_URL"])
+    url = sys.argv[1] if len(sys.argv) > 1 else os.environ["DATABASE_URL"]
+    applied = migrate(url)
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    print(f"BM25 blocks packed: {repack_old_blocks(url)}")

@@ -1,5 +1,5 @@
 """term_blocks, chunk_terms, kb_terms, kb_text_stats: what BM25 needs (migrations 0011,
-0026 and 0027). Triggers on chunks write them, and a compaction folds the tail (chunk_terms)
+0026, 0027 and 0028). Triggers on chunks write them, and a compaction folds the tail (chunk_terms)
 into the blocks; the service reads a question's terms, their statistics and postings.
 chalicelib/retrieval/bm25.py owns what they mean."""
 from dataclasses import dataclass
@@ -102,8 +102,14 @@ def unpacked(firsts: bytes, layout: bytes, ids: bytes, tfs: bytes, dls: bytes) -
     first = np.frombuffer(firsts, dtype=">i8").astype(np.int64)
     blocks = np.frombuffer(layout, dtype=_LAYOUT)
     counts = blocks["n"].astype(np.int64)
-    steps = np.cumsum(_values(ids, counts, blocks["id"]))
     starts = np.cumsum(counts) - counts  # a block's first step is 0: its id is first_id
+    whole = blocks["id"] == 0  # 0026's layout, not yet repacked (0028): each id whole, in 8 bytes
+    values = _values(ids, counts, np.where(whole, 8, blocks["id"]))
+    if whole.any():
+        stepped = np.diff(values, prepend=0)
+        stepped[starts] = 0
+        values = np.where(np.repeat(whole, counts), stepped, values)
+    steps = np.cumsum(values)
     return Postings(np.repeat(first - steps[starts], counts) + steps,
                     _values(tfs, counts, blocks["tf"], np.float64), _values(dls, counts, blocks["dl"], np.float64))
 
@@ -247,6 +253,17 @@ def tail_size(conn: psycopg.Connection, kb_id: str, up_to: int) -> int:
     """The postings in the knowledge base's tail, counted up to one past up_to."""
     return int(conn.execute("SELECT count(*) AS n FROM (SELECT 1 FROM chunk_terms WHERE kb_id = %s LIMIT %s) t",
                             (kb_id, up_to + 1)).fetchone()["n"])
+
+
+def with_old_blocks(conn: psycopg.Connection) -> list[str]:
+    """The knowledge bases holding blocks in 0026's layout, not yet repacked (migration 0028)."""
+    return [r["kb_id"] for r in conn.execute("SELECT DISTINCT kb_id FROM term_blocks WHERE id_bytes = 0 ORDER BY kb_id")]
+
+
+def repack(conn: psycopg.Connection, kb_id: str, most: int) -> int:
+    """Packs up to `most` of the knowledge base's blocks in 0026's layout (migration 0028);
+    returns how many (0: none was left)."""
+    return int(conn.execute("SELECT kb_bm25_repack(%s, %s) AS n", (kb_id, most)).fetchone()["n"])
 
 
 def compact(conn: psycopg.Connection, kb_id: str, block: int) -> int:

@@ -58,10 +58,11 @@ def _stored(kb_id: str) -> dict:
     found: dict[tuple[str, int], tuple[float, float]] = {}
     last: dict[str, int] = {}
     for b in blocks:
-        # Packed (migration 0027): each column in the fewest of 1, 2, 4 or 8 bytes its largest value needs.
+        # Packed (migration 0027): each column in the fewest of 1, 2, 4 or 8 bytes its largest value
+        # needs; or as 0026 wrote it, until packed after the migrations (0028).
         steps = np.diff(b["ids"], prepend=b["ids"][0])
-        assert [b["id_bytes"], b["tf_bytes"], b["dl_bytes"]] == [_width(max(steps)), _width(max(b["tfs"])),
-                                                                 _width(max(b["dls"]))]
+        assert [b["id_bytes"], b["tf_bytes"], b["dl_bytes"]] in ([0, 2, 4], [_width(max(steps)), _width(max(b["tfs"])),
+                                                                             _width(max(b["dls"]))])
         assert b["ids"] == sorted(b["ids"]) and (b["first_id"], b["last_id"]) == (b["ids"][0], b["ids"][-1])
         assert b["n"] == len(b["ids"]) == len(b["tfs"]) == len(b["dls"]) <= bm25.BLOCK
         assert (b["max_tf"], b["min_dl"]) == (max(b["tfs"]), min(b["dls"]))
@@ -324,11 +325,72 @@ def test_a_store_folds_a_long_tail_into_blocks(pumps, monkeypatch):
     _assert_in_step(kb["id"])
 
 
+# A knowledge base's blocks rewritten as migration 0026's compaction wrote them.
+_TO_0026 = """UPDATE term_blocks b SET id_bytes = 0, tf_bytes = 2, dl_bytes = 4, ids = o.ids, tfs = o.tfs, dls = o.dls
+  FROM (SELECT t.term, t.first_id, string_agg(int8send(u.id), ''::bytea ORDER BY u.id) AS ids,
+               string_agg(int2send(least(u.tf, 32767)::smallint), ''::bytea ORDER BY u.id) AS tfs,
+               string_agg(int4send(u.dl::integer), ''::bytea ORDER BY u.id) AS dls
+          FROM term_blocks t CROSS JOIN LATERAL
+               kb_bm25_unpack(t.first_id, t.id_bytes, t.tf_bytes, t.dl_bytes, t.ids, t.tfs, t.dls) u
+         WHERE t.kb_id = %(kb)s GROUP BY t.term, t.first_id) o
+ WHERE b.kb_id = %(kb)s AND b.term = o.term AND b.first_id = o.first_id"""
+
+
+def _old_blocks(kb_id: str) -> int:
+    with connection() as conn:
+        return conn.execute("SELECT count(*) AS n FROM term_blocks WHERE kb_id = %s AND id_bytes = 0",
+                            (kb_id,)).fetchone()["n"]
+
+
+def test_blocks_in_0026s_layout_are_read_as_they_are_until_packed_after_the_migrations(pumps, monkeypatch):
+    """Migration 0027 leaves 0026's blocks as they are (repacking them in the migration took
+    177 s at a million chunks, of the migration function's 300): searches and compactions read
+    them, each store's fold_tail packs a batch, and the migration function the rest (0028)."""
+    from chalicelib import limits
+    from chalicelib.storage.migrate import repack_old_blocks
+
+    principal, kb, ids = pumps
+    _compact(kb["id"])
+    with connection() as conn:
+        old = conn.execute(_TO_0026, {"kb": kb["id"]}).rowcount
+    assert old == _old_blocks(kb["id"]) > 10
+    _assert_in_step(kb["id"])
+    for query in ("pump impeller", "centrifugal pump water"):
+        assert [r["chunk"] for r in _keyword(principal, kb, query)] == [c for c, _ in _bm25(kb["id"], query)]
+    _ingest(kb["id"], "late.txt", "A late pump: water and an impeller.")  # in the tail
+    with connection() as conn:
+        conn.execute("DELETE FROM documents WHERE id = %s", (ids["garden.txt"],))  # voided in old blocks
+    _compact(kb["id"])  # merges the tail into old blocks, and writes those packed
+    _assert_in_step(kb["id"])
+    left = _old_blocks(kb["id"])
+    assert 3 < left < old
+    monkeypatch.setattr(limits, "BM25_REPACK_BLOCKS", 3)
+    bm25.fold_tail(kb["id"])  # what every store runs: a batch packed
+    assert _old_blocks(kb["id"]) == left - 3
+    assert repack_old_blocks(os.environ["DATABASE_URL"]) >= left - 3
+    assert _old_blocks(kb["id"]) == 0
+    with connection() as conn:
+        assert kb["id"] not in terms.with_old_blocks(conn)
+    _assert_in_step(kb["id"])  # every column in its fewest bytes
+    for query in ("impeller pump", "water centrifugal pump", "late impeller"):  # not in the results cache
+        got = _keyword(principal, kb, query)
+        want = _bm25(kb["id"], query)
+        assert [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == want
+
+
+def _in_0026s_layout(block: tuple) -> dict:
+    """A block as migration 0026 wrote it: ids whole in 8 bytes, frequencies in 2, lengths in 4."""
+    ids, tfs, dls = block
+    return {"first_id": int(ids[0]), "n": len(ids), "id_bytes": 0, "tf_bytes": 2, "dl_bytes": 4,
+            "packed_ids": ids.astype(">i8").tobytes(), "packed_tfs": np.minimum(tfs, 32_767).astype(">i2").tobytes(),
+            "packed_dls": dls.astype(">i4").tobytes()}
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_blocks_packed_in_sql_read_back_the_same_in_numpy(seed, service_env):
     """kb_bm25_pack (migration 0027) against terms.unpacked: blocks whose id steps, frequencies
-    and lengths need 1, 2, 4 or 8 bytes, joined as a search joins them; and kb_bm25_unpack,
-    the compaction's reading, gives the same postings."""
+    and lengths need 1, 2, 4 or 8 bytes, and blocks in 0026's layout among them, joined as a
+    search joins them; and kb_bm25_unpack, the compaction's reading, gives the same postings."""
     rng = np.random.default_rng(seed)
     blocks = []
     first = int(rng.integers(1, 1_000))
@@ -343,10 +405,12 @@ def test_blocks_packed_in_sql_read_back_the_same_in_numpy(seed, service_env):
     with connection() as conn, conn.cursor(binary=True) as cur:
         rows = [cur.execute("SELECT * FROM kb_bm25_pack(%s::bigint[], %s::real[], %s::real[])",
                             (ids.tolist(), tfs.tolist(), dls.tolist())).fetchone() for ids, tfs, dls in blocks]
+        # Some blocks as 0026 wrote them, not yet repacked (migration 0028): each id whole.
+        rows = [r if i % 3 else _in_0026s_layout(b) for i, (r, b) in enumerate(zip(rows, blocks))]
         unpacked_in_sql = [cur.execute("SELECT id, tf, dl FROM kb_bm25_unpack(%s, %s, %s, %s, %s, %s, %s)",
                                        (r["first_id"], r["id_bytes"], r["tf_bytes"], r["dl_bytes"], r["packed_ids"],
                                         r["packed_tfs"], r["packed_dls"])).fetchall() for r in rows]
-    assert len({(r["id_bytes"], r["tf_bytes"], r["dl_bytes"]) for r in rows}) > 1  # mixed widths
+    assert len({(r["id_bytes"], r["tf_bytes"], r["dl_bytes"]) for r in rows}) > 2  # mixed widths and layouts
     layout = b"".join(int(v).to_bytes(2, "big") for r in rows
                       for v in (r["n"], r["id_bytes"], r["tf_bytes"], r["dl_bytes"]))
     got = terms.unpacked(b"".join(r["first_id"].to_bytes(8, "big") for r in rows), layout,
