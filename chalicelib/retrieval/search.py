@@ -128,7 +128,7 @@ def _average_similarity(passages: tuple[Passage, ...]) -> Optional[float]:
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
                   kb_ids: list[str]) -> tuple[list[Hit], bool, Optional[DebugView]]:
-    pool = max(request.top_k * 4, 40) if request.strategy == "hybrid" or request.rerank else request.top_k
+    pool = policy.candidate_pool(request.top_k, request.strategy, request.rerank)
     semantic, keyword, embed = [], [], None
     # Keyword search embeds the question only to hold its hits to a minScore.
     if request.strategy in ("semantic", "hybrid") or request.min_score > 0:
