@@ -20,12 +20,13 @@ def _key(kb_id: str) -> str:
 
 
 def keys(kb_ids) -> list[str]:
-    """The counters' Redis keys, for a reader that reads them with something else (MGET)."""
+    """The counters' Redis keys, for a reader that reads them with something else (a GET each
+    in one pipeline: they lie in different hash slots)."""
     return [_key(k) for k in kb_ids]
 
 
 def counted(values) -> tuple[int, ...]:
-    """Each knowledge base's counter from MGET's answer to keys() (0 before its first write)."""
+    """Each knowledge base's counter from the answers to keys() (0 before its first write)."""
     return tuple(int(v or 0) for v in values)
 
 

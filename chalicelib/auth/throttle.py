@@ -131,8 +131,9 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
     digest = token_digest(token) if token else None
     pipe = client.pipeline(transaction=False)
     now = time.time()
-    if source:
-        pipe.mget(*_bad_key_windows(source, now))
+    if source:  # two GETs, not an MGET: the two minutes' keys lie in different hash slots
+        for key in _bad_key_windows(source, now):
+            pipe.get(key)
     pipe.get(GENERATION_KEY)
     if digest and known is not None:
         keys, args = _buckets(digest, known.org_id, known.rate_per_second or load_settings().key_rate_per_second)
@@ -149,7 +150,7 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
         _unavailable(failed)
         return Checked(taken=True, keys_generation=None)
     if source:
-        _refuse_if_over(*(int(n or 0) for n in answers.pop(0)), now)
+        _refuse_if_over(int(answers.pop(0) or 0), int(answers.pop(0) or 0), now)
     generation = (answers.pop(0) or b"").decode()
     if not digest:
         return Checked(taken=False, keys_generation=generation)
@@ -212,7 +213,7 @@ def bad_keys_seen(current: int, previous: int, now: float) -> tuple[float, int]:
         wait = 60 * (1 - (limit - current) / previous) - into
     else:
         wait = 0
-    return seen, max(1, math.ceil(wait))
+    return seen, max(1, math.floor(wait) + 1)  # at `wait` itself the estimate is the limit: still refused
 
 
 def _refuse_if_over(current: int, previous: int, now: float) -> None:

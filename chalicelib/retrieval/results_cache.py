@@ -43,8 +43,12 @@ def lookup(principal: Principal, request: SearchRequest) -> Optional[Lookup]:
     digest = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode("utf-8")).hexdigest()
     key = f"kb:answer:{digest}"
     try:
+        # A GET a counter, not one MGET: on a cluster (ElastiCache Serverless) the knowledge
+        # bases' counters lie in different hash slots, where an MGET fails with CROSSSLOT.
         with client.pipeline(transaction=False) as pipe:
-            counters, found = pipe.mget(freshness.keys(request.knowledge_base_ids)).get(key).execute()
+            for counter in freshness.keys(request.knowledge_base_ids):
+                pipe.get(counter)
+            *counters, found = pipe.get(key).execute()
     except redis.RedisError as exc:
         logger.warning("results cache unavailable: %s", exc)
         return None

@@ -262,7 +262,7 @@ def with_old_blocks(conn: psycopg.Connection) -> list[str]:
 
 def repack(conn: psycopg.Connection, kb_id: str, most: int) -> int:
     """Packs up to `most` of the knowledge base's blocks in 0026's layout (migration 0028);
-    returns how many (0: none was left)."""
+    returns how many (0: none was left, or a compaction holds the knowledge base's lock)."""
     return int(conn.execute("SELECT kb_bm25_repack(%s, %s) AS n", (kb_id, most)).fetchone()["n"])
 
 

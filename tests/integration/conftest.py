@@ -52,3 +52,38 @@ def tenant(service_env):
     from chalicelib.auth import issue_key
 
     return issue_key(f"org-{secrets.token_hex(4)}", "alice")
+
+
+# Commands that name several keys, and where the keys are: on ElastiCache Serverless (a
+# cluster) they must all lie in one hash slot, or the command fails with CROSSSLOT. The
+# local Redis is one node and accepts any, so every integration test checks this itself.
+def _keys_of(args: tuple) -> list:
+    name = str(args[0]).upper()
+    if name in ("MGET", "DEL", "UNLINK", "EXISTS", "TOUCH", "SUNION", "SINTER", "SDIFF", "WATCH"):
+        return list(args[1:])
+    if name == "MSET":
+        return list(args[1::2])
+    if name in ("EVAL", "EVALSHA"):
+        return list(args[3:3 + int(args[2])])
+    return []
+
+
+@pytest.fixture(autouse=True)
+def redis_keys_share_a_slot(monkeypatch):
+    from redis.client import Pipeline, Redis
+    from redis.crc import key_slot
+
+    crossing = []
+
+    def spied(real):
+        def execute(self, *args, **options):
+            keys = _keys_of(args)
+            if len({key_slot(k.encode() if isinstance(k, str) else k) for k in keys}) > 1:
+                crossing.append(args)
+            return real(self, *args, **options)
+        return execute
+
+    monkeypatch.setattr(Redis, "execute_command", spied(Redis.execute_command))
+    monkeypatch.setattr(Pipeline, "pipeline_execute_command", spied(Pipeline.pipeline_execute_command))
+    yield
+    assert not crossing, f"commands whose keys lie in different hash slots (CROSSSLOT on a cluster): {crossing}"

@@ -152,14 +152,15 @@ def test_bad_keys_of_the_last_minute_still_count_after_it_ends(clean_redis, monk
 def test_the_sliding_estimate_and_its_wait():
     seen, wait = throttle.bad_keys_seen(0, 20, 0.5)  # just after the minute turned
     assert seen > 19.8 and wait == 1
+    # a whole second past the moment the estimate falls to the limit, where it is still refused
     seen, wait = throttle.bad_keys_seen(20, 0, 10)  # twenty this minute, ten seconds in
-    assert seen == 20 and wait == 50
+    assert seen == 20 and wait == 51
     seen, wait = throttle.bad_keys_seen(40, 0, 10)  # twice over: half of the next minute too
-    assert seen == 40 and wait == 50 + 30
+    assert seen == 40 and wait == 50 + 30 + 1
     seen, wait = throttle.bad_keys_seen(10, 20, 30)  # 10 + 20 * 30/60 = 20: refused until 20 * (60-t)/60 < 10
     assert seen == 20 and wait == 1
     seen, wait = throttle.bad_keys_seen(5, 30, 6)  # 5 + 27 = 32: until 30 * (60-t)/60 < 15, t > 30
-    assert seen == 32 and wait == 24
+    assert seen == 32 and wait == 25
     assert throttle.bad_keys_seen(3, 0, 59)[0] == 3
 
 

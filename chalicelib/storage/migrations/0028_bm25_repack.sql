@@ -18,9 +18,11 @@ $$;
 -- Empty once every block is packed: finding a knowledge base's old blocks costs nothing then.
 CREATE INDEX term_blocks_unpacked ON term_blocks (kb_id) WHERE id_bytes = 0;
 
--- Packs up to `most` of the knowledge base's old blocks; returns how many. Under the knowledge
--- base's BM25 lock, shared as a store takes it: a compaction, which rewrites the same rows,
--- takes it alone; stores write only the tail. Two repacks of one block write the same bytes.
+-- Packs up to `most` of the knowledge base's old blocks; returns how many, 0 also while a
+-- compaction holds or awaits the knowledge base's BM25 lock (never a wait: the migration
+-- function has a deadline). The lock is taken shared, as a store takes it: a compaction,
+-- which rewrites the same rows, takes it alone; stores write only the tail. Two repacks of
+-- one block write the same bytes.
 CREATE FUNCTION kb_bm25_repack(kb text, most integer) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
@@ -30,7 +32,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM term_blocks b WHERE b.kb_id = kb AND b.id_bytes = 0) THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(kb_bm25_lock(kb));
+    IF NOT pg_try_advisory_xact_lock_shared(kb_bm25_lock(kb)) THEN
+        RETURN 0;
+    END IF;
     WITH old AS (
         SELECT b.term, b.first_id, b.id_bytes, b.tf_bytes, b.dl_bytes, b.ids, b.tfs, b.dls
           FROM term_blocks b WHERE b.kb_id = kb AND b.id_bytes = 0 LIMIT most),
