@@ -301,7 +301,7 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
         essential = [t for t in unread if t not in optional]
         if not essential:
             break
-        take(essential[:1])
+        take(_surely_read(unread, bound, floor))
     if unread and len(scores.best()[0]):
         ids, sums, more = _complete(q, source, scores, unread, k, weight, floor)
         read += more
@@ -427,6 +427,26 @@ def _below(floor: float) -> float:
     bit of a float. At a million chunks (each sentence in ~150 chunks, so ties at the 10th
     are common) pruning at the floor itself lost one of the exact top 10 in 20 questions."""
     return floor - 1e-9 * abs(floor)
+
+
+def _surely_read(unread: list[str], bound: dict[str, float], floor: float) -> list[str]:
+    """The rarest unread term (essential at this floor), and each next one that reading the
+    terms before it cannot make optional: one query for them all, with nothing read that
+    reading them one at a time would not. A term adds at most its bound to any chunk, so the
+    k-th partial score rises by at most the bounds read, and a term stays essential while
+    its bound and those of the commoner ones reach the floor so raised. At a million chunks
+    reading 11 terms (457,000 postings) together took 8.3 ms, one at a time 12.8 ms; over 60
+    questions (A/B alternating in one process) most batches held one or two terms, and the
+    top 10's p95 went 29.2 -> 28.1 and 30.5 -> 30.0 ms in two runs."""
+    batch, lifted = [unread[0]], bound[unread[0]]
+    rest = sum(bound[t] for t in unread[1:])
+    for t in unread[1:]:
+        if rest < floor + lifted:
+            break
+        batch.append(t)
+        lifted += bound[t]
+        rest -= bound[t]
+    return batch
 
 
 def _optional(unread: list[str], bound: dict[str, float], floor: float) -> set[str]:

@@ -110,6 +110,38 @@ def test_the_top_k_is_the_same_whatever_the_scores_layout_and_the_reads(seed, de
     np.testing.assert_allclose(got.scores, want.scores, rtol=1e-12)
 
 
+class CountedSource(Source):
+    def __init__(self, postings):
+        super().__init__(postings)
+        self.reads = 0
+
+    def read(self, terms):
+        self.reads += 1
+        return super().read(terms)
+
+
+def test_terms_read_together_are_the_terms_read_one_at_a_time(monkeypatch):
+    """_surely_read batches only terms that reading the ones before them cannot make
+    optional: the same terms are read whole, in fewer queries, to the same top."""
+    monkeypatch.setattr(bm25, "FIRST_READ", 1)
+    batched_fewer = 0
+    for seed in range(12):
+        postings, stats = _corpus(seed, chunks=1_500, vocabulary=400)
+        rng = np.random.default_rng(300 + seed)
+        q = bm25.query(stats, [f"w{w}" for w in rng.choice(np.arange(1, 80), size=10, replace=False)])
+        together = CountedSource(postings)
+        got = bm25.top(q, together, 10)
+        with monkeypatch.context() as m:
+            m.setattr(bm25, "_surely_read", lambda unread, bound, floor: unread[:1])
+            alone = CountedSource(postings)
+            want = bm25.top(q, alone, 10)
+        assert got.ids.tolist() == want.ids.tolist()
+        assert together.read_terms == alone.read_terms
+        assert together.reads <= alone.reads
+        batched_fewer += together.reads < alone.reads
+    assert batched_fewer  # the batching happened somewhere
+
+
 @pytest.mark.parametrize("dense_span", [1 << 22, 5_000, 1])
 def test_partial_scores_grow_below_and_above_what_they_held_and_keep_their_best(dense_span, monkeypatch):
     """_Scores against a dict: terms whose ids reach below and above those seen (the array
