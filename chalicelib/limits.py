@@ -168,6 +168,12 @@ DATABASE_RETRY_AFTER_SECONDS = 2
 # took 0.18 s at a million chunks (364,307 blocks: ~130 s in all). The migration function stops
 # taking batches this long before its own timeout.
 BM25_REPACK_BLOCKS = 500
+# Decoded BM25 postings a worker keeps between searches, under their knowledge base's blocks
+# version (storage/terms.py, PostingsCache), at ~11 bytes a posting: 96 MB of the API
+# function's 2 GB holds ~9M postings, the commonest terms of several million-chunk knowledge
+# bases (60 questions at a million chunks read 102 terms of 20,000 postings or more, 4.6M
+# postings in all).
+BM25_POSTINGS_CACHE_BYTES = 96 << 20
 MIGRATE_MARGIN_SECONDS = 30
 
 # API keys and their use

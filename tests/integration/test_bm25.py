@@ -218,6 +218,77 @@ def test_the_top_is_exact_from_blocks_and_tail_when_common_terms_are_read_only_w
         assert "water" in holding and "water" not in whole
 
 
+def _version(kb_id: str) -> int:
+    with connection() as conn:
+        return conn.execute("SELECT blocks_version FROM kb_text_stats WHERE kb_id = %s", (kb_id,)).fetchone()[
+            "blocks_version"]
+
+
+def test_a_worker_keeps_blocks_under_their_version_and_a_compaction_retires_them(pumps, monkeypatch):
+    """The worker's decoded blocks (terms.CACHE) serve the next search while the tail moves
+    under them, and a compaction's new blocks, under a new version, are read from SQL."""
+    principal, kb, ids = pumps
+    for i in range(10):
+        _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas of water.")
+    _compact(kb["id"])
+    monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term whole, the rest through the directory
+    decoded, real = [], terms._decoded  # the terms whose blocks a search read from SQL
+    monkeypatch.setattr(terms, "_decoded", lambda rows: decoded.extend(r["term"] for r in rows) or real(rows))
+    query = "warm water pump impeller"
+
+    def exact(top_k: int = 5) -> bool:  # debug: never the results cache's answer
+        decoded.clear()
+        got = _keyword(principal, kb, query, top_k=top_k, debug=True)
+        return [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == _bm25(kb["id"], query)[:top_k]
+
+    def kept() -> set[str]:  # the terms read whole, kept under the current version
+        return {key[3] for key in list(terms.CACHE._entries) if key[:3] == ("postings", kb["id"], _version(kb["id"]))}
+
+    assert exact() and decoded and kept()
+    assert exact() and kept().isdisjoint(decoded)  # read whole once, then from the worker
+    before, whole = _version(kb["id"]), kept()
+    _ingest(kb["id"], "late.txt", "A late pump: warm water, water and a coral reef.")  # new postings, in the tail
+    with connection() as conn:
+        conn.execute("DELETE FROM documents WHERE id = %s", (ids["pumps.txt"],))  # postings voided in the blocks
+    assert _version(kb["id"]) == before
+    assert exact() and whole.isdisjoint(decoded)  # the kept blocks with this snapshot's tail
+    _compact(kb["id"])
+    assert _version(kb["id"]) > before and not kept()
+    assert exact() and whole & set(decoded)  # the new blocks, from SQL
+
+
+def test_a_rebuild_moves_the_blocks_version(pumps, database_url):
+    import psycopg
+
+    _, kb, _ = pumps
+    _compact(kb["id"])
+    before = _version(kb["id"])
+    with psycopg.connect(database_url, autocommit=True) as owner:  # as the migrations' owner
+        owner.execute("SELECT kb_bm25_rebuild(%s)", (kb["id"],))
+    assert _version(kb["id"]) > before
+
+
+def test_another_organisation_gets_no_version_to_read_kept_blocks_under(pumps, database_url):
+    """Kept blocks are read only under a version the search's own statistics gave it, and
+    those are read under row-level security: connected as the functions' role, kb_app."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from chalicelib.storage.db import functions_login
+
+    principal, kb, _ = pumps
+    _compact(kb["id"])
+    _keyword(principal, kb, "water pump", debug=True)
+    assert any(key[:2] == ("postings", kb["id"]) for key in list(terms.CACHE._entries))
+    for org, versions in ((principal.org_id, {kb["id"]: _version(kb["id"])}), ("org-elsewhere", {})):
+        with psycopg.connect(functions_login(database_url), row_factory=dict_row) as conn:
+            conn.execute("SELECT set_config('kb.org_id', %s, false)", (org,))
+            stats = terms.statistics(conn, [kb["id"]], ["pump"])
+            assert stats.blocks_versions == versions
+            found = terms.BlockPostings(conn, [kb["id"]], (), stats.blocks_versions).read(["pump"])
+            assert bool(found) == bool(versions)
+
+
 def test_a_deeper_list_than_asked_is_exact_to_its_depth(pumps):
     """Hybrid search reads a keyword list deeper than its top_k: exact to that depth."""
     from chalicelib.retrieval.search import _bm25 as keyword_list

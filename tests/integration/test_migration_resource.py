@@ -126,7 +126,8 @@ def test_an_upgrade_from_0026_answers_before_packing_and_searches_read_both_layo
                                    log_stream_name="migrate")
     handle_custom_resource(_event("Update", response_url.url), no_time_left)
     (answer,) = response_url.answers
-    assert answer["Status"] == "SUCCESS" and answer["Data"]["Applied"] == "0027_bm25_packed_blocks,0028_bm25_repack"
+    assert answer["Status"] == "SUCCESS"
+    assert answer["Data"]["Applied"].split(",")[:2] == ["0027_bm25_packed_blocks", "0028_bm25_repack"]
     unpack = "kb_bm25_unpack(b.first_id, b.id_bytes, b.tf_bytes, b.dl_bytes, b.ids, b.tfs, b.dls)"
     with psycopg.connect(empty_database, autocommit=True, row_factory=dict_row) as conn:
         assert terms.with_old_blocks(conn) == ["kb_up"]  # no time was left to pack them

@@ -1,0 +1,66 @@
+"""The worker's cache of decoded BM25 blocks (chalicelib/storage/terms.py, PostingsCache)
+and the slicing of blocks out of a kept term (_inside)."""
+import numpy as np
+import pytest
+
+from chalicelib.storage.terms import Directory, Postings, PostingsCache, _inside
+
+
+def _postings(ids, tf=1.0, dl=40.0) -> Postings:
+    ids = np.asarray(ids, dtype=np.int64)
+    return Postings(ids, np.full(len(ids), tf), np.full(len(ids), dl))
+
+
+def test_postings_come_back_as_float64_equal_to_what_was_kept_and_cannot_be_changed_there():
+    cache = PostingsCache(1 << 20)
+    p = Postings(np.array([3, 9, 70_000], dtype=np.int64), np.array([1.0, 300.0, 2.0]), np.array([5.0, 70_000.0, 9.0]))
+    cache.put(("postings", "kb", 1, "pump"), p)
+    got = cache.get(("postings", "kb", 1, "pump"))
+    assert got.tfs.dtype == got.dls.dtype == np.float64
+    assert got.ids.tolist() == [3, 9, 70_000] and got.tfs.tolist() == [1.0, 300.0, 2.0]
+    assert got.dls.tolist() == [5.0, 70_000.0, 9.0]
+    with pytest.raises(ValueError):
+        got.ids[0] = 4  # shared with the next search that reads it
+    assert cache.get(("postings", "kb", 2, "pump")) is None  # another version of the blocks
+
+
+def test_the_least_recently_read_go_first_past_the_capacity():
+    one = _postings(range(1000))  # 8 kB of ids, 1 kB each of frequencies and lengths, kept
+    cache = PostingsCache(3 * (10_000 + 200))
+    for term in "abc":
+        cache.put(term, one)
+    assert cache.get("a") is not None  # a is now the most recent
+    cache.put("d", one)
+    assert [t for t in "abcd" if cache.get(t) is not None] == ["a", "c", "d"]
+    assert cache.size <= cache.capacity
+    cache.put("huge", _postings(range(10_000)))  # larger than the whole cache: not kept, nothing dropped
+    assert cache.get("huge") is None and all(cache.get(t) is not None for t in "acd")
+
+
+def _directory(firsts, lasts) -> Directory:
+    n = len(firsts)
+    return Directory(np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64), np.ones(n), np.ones(n))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_blocks_sliced_from_a_kept_term_are_those_blocks_postings(seed):
+    rng = np.random.default_rng(seed)
+    ids = np.sort(rng.choice(100_000, size=3_000, replace=False)).astype(np.int64)
+    cuts = np.sort(rng.choice(np.arange(1, len(ids)), size=40, replace=False))
+    blocks = np.split(np.arange(len(ids)), cuts)
+    d = _directory([ids[b[0]] for b in blocks], [ids[b[-1]] for b in blocks])
+    chosen = np.sort(rng.choice(len(blocks), size=12, replace=False))
+    got = _inside(_postings(ids), d, d.first[chosen])
+    assert got.ids.tolist() == ids[np.concatenate([blocks[i] for i in chosen])].tolist()
+    assert _inside(_postings(ids), d, np.array([ids[0] + 0.5], dtype=np.int64)[:0]).ids.tolist() == []
+
+
+def test_blocks_of_several_knowledge_bases_give_each_posting_once():
+    """Two knowledge bases' blocks over interleaved ids: the ranges overlap, and one's postings
+    inside the other's ranges come too (a superset), never twice."""
+    mine = _postings([10, 20, 30, 40, 50, 60])
+    # mine: [10..30], [40..60]; another's: [15..45], [55..58]
+    d = _directory([10, 15, 40, 55], [30, 45, 60, 58])
+    got = _inside(mine, d, np.array([10, 15, 55]))
+    assert got.ids.tolist() == [10, 20, 30, 40]
+    assert _inside(mine, d, np.array([55])).ids.tolist() == []
