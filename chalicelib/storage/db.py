@@ -142,6 +142,15 @@ def _alive(conn: psycopg.Connection) -> bool:
         return False
 
 
+_on_new_connection: list[Callable[[], None]] = []
+
+
+def on_new_connection(hook: Callable[[], None]) -> None:
+    """Runs hook whenever the worker opens its main connection anew: what a worker keeps from
+    one database (terms.CACHE) is not valid for another that the new connection may reach."""
+    _on_new_connection.append(hook)
+
+
 def _current(slot: str = MAIN) -> psycopg.Connection:
     conn = _conns.get(slot)
     stale = conn is not None and time.monotonic() - _last_used.get(slot, 0.0) > IDLE_PING_SECONDS and not _alive(conn)
@@ -149,6 +158,9 @@ def _current(slot: str = MAIN) -> psycopg.Connection:
         if stale:
             reset(slot)
         conn = _conns[slot] = open_connection(database_conninfo())
+        if slot == MAIN:
+            for hook in _on_new_connection:
+                hook()
     _last_used[slot] = time.monotonic()
     return conn
 

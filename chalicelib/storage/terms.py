@@ -11,6 +11,7 @@ import numpy as np
 import psycopg
 
 from chalicelib import limits
+from chalicelib.storage import db
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ def chunk_count(conn: psycopg.Connection, kb_ids: list[str]) -> int:
 
 def statistics(conn: psycopg.Connection, kb_ids: list[str], terms: list[str]) -> TermStatistics:
     sizes = conn.execute("SELECT coalesce(sum(chunks), 0) AS chunks, coalesce(sum(length), 0) AS length,"
-                         "       coalesce(array_agg(kb_id), '{}') AS kbs, coalesce(array_agg(blocks_version), '{}') AS versions"
+                         "       coalesce(array_agg(kb_id), '{}') AS kbs, coalesce(array_agg(blocks_version), '{}') AS versions,"
+                         "       current_setting('transaction_isolation') AS isolation"
                          "  FROM kb_text_stats WHERE kb_id = ANY(%s)", (kb_ids,)).fetchone()
     frequencies = conn.execute(
         "SELECT term, sum(df) AS df, max(max_tf) AS max_tf, min(min_dl) AS min_dl"
@@ -60,7 +62,16 @@ def statistics(conn: psycopg.Connection, kb_ids: list[str], terms: list[str]) ->
     return TermStatistics(chunks=int(sizes["chunks"]), length=float(sizes["length"]),
                           document_frequency={r["term"]: int(r["df"]) for r in frequencies},
                           extremes={r["term"]: (float(r["max_tf"]), float(r["min_dl"])) for r in frequencies},
-                          blocks_versions=dict(zip(sizes["kbs"], map(int, sizes["versions"]))))
+                          blocks_versions=_versions(sizes))
+
+
+def _versions(sizes: dict) -> dict[str, int]:
+    """Each knowledge base's blocks version, only where every statement of the transaction
+    reads one snapshot: under read committed (a caller's own transaction) a compaction could
+    commit between the version's read and the blocks' or the tail's."""
+    if sizes["isolation"] not in ("repeatable read", "serializable"):
+        return {}
+    return dict(zip(sizes["kbs"], map(int, sizes["versions"])))
 
 
 @dataclass(frozen=True)
@@ -147,22 +158,21 @@ class PostingsCache:
         self._lock = threading.Lock()
 
     def get(self, key: Hashable):
+        """What was kept (postings narrow: _widened), or None."""
         with self._lock:
             found = self._entries.get(key)
             if found is None:
                 return None
             self._entries.move_to_end(key)
-        value = found[0]
-        if isinstance(value, Postings):
-            return Postings(value.ids, value.tfs.astype(np.float64), value.dls.astype(np.float64))
-        return value
+        return found[0]
 
     def put(self, key: Hashable, value) -> None:
         if isinstance(value, Postings):
             value = Postings(value.ids, _narrowest(value.tfs), _narrowest(value.dls))
         arrays = [getattr(value, f) for f in value.__dataclass_fields__]
         for a in arrays:
-            a.flags.writeable = False
+            if a.size:  # never the shared empty arrays of EMPTY
+                a.flags.writeable = False
         size = sum(a.nbytes for a in arrays) + 200
         if size > self.capacity:
             return
@@ -180,6 +190,11 @@ class PostingsCache:
             self.size = 0
 
 
+def _widened(p: Postings) -> Postings:
+    """Kept postings as bm25 reads them: frequencies and lengths in float64."""
+    return Postings(p.ids, p.tfs.astype(np.float64), p.dls.astype(np.float64))
+
+
 def _narrowest(values: np.ndarray) -> np.ndarray:
     """Whole numbers (frequencies, lengths) in the fewest bytes that hold them."""
     top = float(values.max()) if len(values) else 0.0
@@ -188,6 +203,9 @@ def _narrowest(values: np.ndarray) -> np.ndarray:
 
 
 CACHE = PostingsCache(limits.BM25_POSTINGS_CACHE_BYTES)
+# Versions come from the database's own sequence: another database (a switchover, a restore,
+# tests) can give the same one again.
+db.on_new_connection(lambda: CACHE.clear())
 
 
 class BlockPostings:
@@ -201,9 +219,10 @@ class BlockPostings:
         this search's snapshot read it, under which blocks are kept in CACHE and read from
         it (without them every read is SQL's)."""
         self.conn, self.kb_ids, self.terms = conn, list(kb_ids), list(terms)
-        versions = versions or {}
-        self._versions = ({kb: versions[kb] for kb in self.kb_ids}
-                          if self.kb_ids and all(kb in versions for kb in self.kb_ids) else None)
+        # A knowledge base without a statistics row in this snapshot never held a chunk (the
+        # row is kept at 0 when they all go, and a rebuild leaves none only with no chunks), so
+        # it has no blocks to keep.
+        self._versions = {kb: versions[kb] for kb in self.kb_ids if kb in versions} if versions else None
         self._tail: dict[str, list[dict]] = {}
         self._directory: dict[str, Optional[Directory]] = {}
 
@@ -214,7 +233,7 @@ class BlockPostings:
             if kept is None:
                 asked.append(t)
             elif kept:
-                parts[t] = kept
+                parts[t] = [_widened(p) for p in kept]
         if asked:
             with self.conn.cursor(binary=True) as cur:
                 blocks = cur.execute(f"SELECT kb_id, term, {_JOINED} FROM term_blocks"
@@ -231,8 +250,8 @@ class BlockPostings:
         return self._with_tail(terms, parts)
 
     def _kept(self, term: str) -> Optional[list[Postings]]:
-        """The term's blocks of each knowledge base that has any, from CACHE; None unless
-        every knowledge base's are there."""
+        """The term's blocks of each knowledge base that has any, from CACHE (narrow); None
+        unless every knowledge base's are there."""
         if self._versions is None:
             return None
         found = []
@@ -257,6 +276,7 @@ class BlockPostings:
         if kept is not None:
             found.update((t, CACHE.get(("directory", kept, t))) for t in terms)
             asked = [t for t in terms if found[t] is None]
+            found.update((t, None) for t in terms if found[t] is not None and not len(found[t].first))
         if not asked:
             return found
         # Each column joined into one bytea a term, as the blocks' postings are: parsing
@@ -274,8 +294,9 @@ class BlockPostings:
                                          np.frombuffer(r["last"], dtype=">i8").astype(np.int64),
                                          np.frombuffer(r["max_tf"], dtype=">f4").astype(np.float64),
                                          np.frombuffer(r["min_dl"], dtype=">f4").astype(np.float64))
-            if kept is not None:
-                CACHE.put(("directory", kept, r["term"]), found[r["term"]])
+        if kept is not None:  # a term with no blocks (only in the tail) as an empty directory
+            for t in asked:
+                CACHE.put(("directory", kept, t), found[t] or Directory(*(np.empty(0),) * 4))
         return found
 
     def read_blocks(self, wanted: dict[str, np.ndarray]) -> dict[str, Postings]:
@@ -293,7 +314,7 @@ class BlockPostings:
                 asked.append(t)
             elif kept:
                 d = self.directory([t])[t]
-                parts[t] = [_inside(p, d, starts) for p in kept]
+                parts[t] = [_widened(_inside(p, d, starts)) for p in kept]
         if asked:
             # The blocks as (term's place in the list, first id), the ids as one array literal:
             # psycopg dumping a text and an int per block cost 3 ms for 3,000 blocks.
@@ -353,7 +374,7 @@ class BlockPostings:
 def _inside(p: Postings, d: Directory, starts: np.ndarray) -> Postings:
     """p's postings inside the blocks of d that start at these ids."""
     at = np.searchsorted(d.first, starts)
-    at = at[(at < len(d.first)) & (d.first[np.minimum(at, len(d.first) - 1)] == starts)]
+    at = np.unique(at[(at < len(d.first)) & (d.first[np.minimum(at, len(d.first) - 1)] == starts)])
     low, high = np.searchsorted(p.ids, d.first[at]), np.searchsorted(p.ids, d.last[at], side="right")
     n = np.maximum(high - low, 0)
     take = np.repeat(low - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))

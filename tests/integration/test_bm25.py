@@ -101,7 +101,17 @@ def _assert_in_step(kb_id: str, old_layout: bool = False) -> None:
 
 def _bm25(kb_id: str, query: str) -> list[tuple[int, float]]:
     """The ranking BM25 gives the question over the knowledge base's chunks."""
-    ref = _reference(kb_id)
+    return _bm25_over([kb_id], query)
+
+
+def _bm25_over(kb_ids: list[str], query: str) -> list[tuple[int, float]]:
+    """The ranking BM25 gives the question over the knowledge bases' chunks, searched together."""
+    refs = [_reference(kb_id) for kb_id in kb_ids]
+    ref = {"chunks": sum(r["chunks"] for r in refs), "length": sum(r["length"] for r in refs), "df": {},
+           "tf": {chunk: tf for r in refs for chunk, tf in r["tf"].items()}}
+    for r in refs:
+        for term, n in r["df"].items():
+            ref["df"][term] = ref["df"].get(term, 0) + n
     with connection() as conn:
         words = {r["lexeme"] for r in conn.execute("SELECT lexeme FROM unnest(to_tsvector('english', %s))",
                                                    (query,))}
@@ -257,20 +267,70 @@ def test_a_worker_keeps_blocks_under_their_version_and_a_compaction_retires_them
     assert exact() and whole & set(decoded)  # the new blocks, from SQL
 
 
-def test_a_rebuild_moves_the_blocks_version(pumps, database_url):
+def _exact_twice(principal, kb_ids: list[str], query: str, top_k: int = 5) -> None:
+    """The search is exact from SQL, then from what the worker kept (debug: never the results cache)."""
+    want = _bm25_over(kb_ids, query)[:top_k]
+    for _ in range(2):
+        answer = run_search(principal, SearchRequest(tuple(kb_ids), query, top_k, strategy="keyword",
+                                                     max_tokens=10**6, debug=True))
+        assert [(p.chunk_id, pytest.approx(p.scores.keyword, abs=1e-5)) for p in answer.passages] == want
+
+
+def test_blocks_rewritten_by_a_rebuild_or_in_place_are_not_read_from_the_worker(pumps, database_url):
     import psycopg
 
-    _, kb, _ = pumps
+    principal, kb, _ = pumps
     _compact(kb["id"])
+    _exact_twice(principal, [kb["id"]], "water pump")
     before = _version(kb["id"])
     with psycopg.connect(database_url, autocommit=True) as owner:  # as the migrations' owner
-        owner.execute("SELECT kb_bm25_rebuild(%s)", (kb["id"],))
+        owner.execute("SELECT kb_bm25_rebuild(%s, 2)", (kb["id"],))
     assert _version(kb["id"]) > before
+    _exact_twice(principal, [kb["id"]], "water pump")
+    before = _version(kb["id"])
+    with connection() as conn:  # rewritten in place, as a repack does
+        conn.execute(_TO_0026, {"kb": kb["id"]})
+    assert _version(kb["id"]) > before
+    _exact_twice(principal, [kb["id"]], "water pump")
+
+
+def test_a_warm_search_of_two_knowledge_bases_whose_blocks_interleave_is_exact(pumps, monkeypatch):
+    principal, kb, _ = pumps
+    other = create_knowledge_base(principal, name="Reefs", description="")
+    for i in range(8):  # chunk ids of the two alternate, so their blocks' ranges overlap
+        _ingest(kb["id"], f"more{i}.txt", f"A warm water pump {i} at the reef station.")
+        _ingest(other["id"], f"reef{i}.txt", f"Coral reef {i} grows in warm water near the pump house.")
+    _compact(kb["id"])
+    _compact(other["id"])
+    monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rest through the directory and the blocks
+    for query, top_k in (("warm water pump reef", 5), ("pump impeller coral", 3), ("water", 4)):
+        _exact_twice(principal, [kb["id"], other["id"]], query, top_k)
+    assert {key[1] for key in list(terms.CACHE._entries) if key[0] == "postings"} >= {kb["id"], other["id"]}
+
+
+def test_only_a_snapshot_gets_versions_and_a_new_connection_forgets_what_was_kept(pumps):
+    """Under read committed (a caller's own transaction) a compaction could commit between
+    the version's read and the blocks': no version, every block from SQL."""
+    from chalicelib.storage import db
+
+    principal, kb, _ = pumps
+    _compact(kb["id"])
+    _keyword(principal, kb, "water pump", debug=True)
+    with connection() as conn, conn.transaction():
+        assert terms.statistics(conn, [kb["id"]], ["pump"]).blocks_versions == {}
+    with db.snapshot() as conn:
+        assert terms.statistics(conn, [kb["id"]], ["pump"]).blocks_versions == {kb["id"]: _version(kb["id"])}
+    assert terms.CACHE.size > 0
+    db.reset()
+    with connection() as conn:
+        conn.execute("SELECT 1")
+    assert terms.CACHE.size == 0
 
 
 def test_another_organisation_gets_no_version_to_read_kept_blocks_under(pumps, database_url):
-    """Kept blocks are read only under a version the search's own statistics gave it, and
-    those are read under row-level security: connected as the functions' role, kb_app."""
+    """Kept blocks are read only under a version the search's own statistics gave it (the
+    versions are the permission to read them), and those are read under row-level security:
+    connected as the functions' role, kb_app."""
     import psycopg
     from psycopg.rows import dict_row
 
@@ -282,6 +342,7 @@ def test_another_organisation_gets_no_version_to_read_kept_blocks_under(pumps, d
     assert any(key[:2] == ("postings", kb["id"]) for key in list(terms.CACHE._entries))
     for org, versions in ((principal.org_id, {kb["id"]: _version(kb["id"])}), ("org-elsewhere", {})):
         with psycopg.connect(functions_login(database_url), row_factory=dict_row) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # as a search reads
             conn.execute("SELECT set_config('kb.org_id', %s, false)", (org,))
             stats = terms.statistics(conn, [kb["id"]], ["pump"])
             assert stats.blocks_versions == versions

@@ -3,7 +3,7 @@ and the slicing of blocks out of a kept term (_inside)."""
 import numpy as np
 import pytest
 
-from chalicelib.storage.terms import Directory, Postings, PostingsCache, _inside
+from chalicelib.storage.terms import Directory, Postings, PostingsCache, _inside, _widened
 
 
 def _postings(ids, tf=1.0, dl=40.0) -> Postings:
@@ -15,7 +15,9 @@ def test_postings_come_back_as_float64_equal_to_what_was_kept_and_cannot_be_chan
     cache = PostingsCache(1 << 20)
     p = Postings(np.array([3, 9, 70_000], dtype=np.int64), np.array([1.0, 300.0, 2.0]), np.array([5.0, 70_000.0, 9.0]))
     cache.put(("postings", "kb", 1, "pump"), p)
-    got = cache.get(("postings", "kb", 1, "pump"))
+    kept = cache.get(("postings", "kb", 1, "pump"))
+    assert (kept.tfs.dtype, kept.dls.dtype) == (np.uint16, np.uint32)  # 3 and 12 bytes, not 24 each
+    got = _widened(kept)
     assert got.tfs.dtype == got.dls.dtype == np.float64
     assert got.ids.tolist() == [3, 9, 70_000] and got.tfs.tolist() == [1.0, 300.0, 2.0]
     assert got.dls.tolist() == [5.0, 70_000.0, 9.0]
@@ -50,9 +52,12 @@ def test_blocks_sliced_from_a_kept_term_are_those_blocks_postings(seed):
     blocks = np.split(np.arange(len(ids)), cuts)
     d = _directory([ids[b[0]] for b in blocks], [ids[b[-1]] for b in blocks])
     chosen = np.sort(rng.choice(len(blocks), size=12, replace=False))
-    got = _inside(_postings(ids), d, d.first[chosen])
-    assert got.ids.tolist() == ids[np.concatenate([blocks[i] for i in chosen])].tolist()
-    assert _inside(_postings(ids), d, np.array([ids[0] + 0.5], dtype=np.int64)[:0]).ids.tolist() == []
+    want = ids[np.concatenate([blocks[i] for i in chosen])].tolist()
+    assert _inside(_postings(ids), d, d.first[chosen]).ids.tolist() == want
+    # in any order, and ids that start no block ask for nothing
+    stray = np.setdiff1d(np.arange(d.first[0], d.first[-1]), d.first)[:5]
+    asked = rng.permutation(np.concatenate([d.first[chosen], stray]))
+    assert _inside(_postings(ids), d, asked).ids.tolist() == want
 
 
 def test_blocks_of_several_knowledge_bases_give_each_posting_once():
