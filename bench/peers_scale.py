@@ -234,7 +234,7 @@ class Peers:
         from chalicelib.embeddings import get_provider
         from chalicelib.kv import redis_client
         from chalicelib.retrieval import SearchRequest, search
-        from common import as_the_functions
+        from common import as_the_functions, nothing_kept
 
         vectors = [np.asarray(get_provider("local").embed_query(q["text"]), dtype="float32") for q in sample]
         exact_vector = [{tuple(r) for r in self.conn.execute(
@@ -273,8 +273,13 @@ class Peers:
                                      " ORDER BY embedding <=> %s LIMIT 10", (v,))
             return time.perf_counter() - started, {tuple(r) for r in rows}
 
+        def ours_keyword_cold(q, v):  # as a worker's first searches: no blocks kept from earlier ones
+            with nothing_kept():
+                return ours_keyword(q, v)
+
         systems = {"ours: keyword": ("keyword", ours_keyword),
                    f"pg_textsearch {self.versions['pg_textsearch']}": ("keyword", pg_textsearch),
+                   "ours: keyword, nothing kept": ("keyword", ours_keyword_cold),
                    f"ours: HNSW (ef_search {ef_search})": ("semantic", ours_hnsw)}
         if self.diskann:
             systems[f"pgvectorscale {self.versions['vectorscale']} StreamingDiskANN"] = ("semantic", diskann)
