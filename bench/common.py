@@ -115,7 +115,6 @@ def as_the_functions(principal):
 
 
 @contextmanager
-@contextmanager
 def nothing_kept():
     """The service as a worker's first searches find it: no BM25 blocks kept from earlier ones
     (chalicelib/storage/terms.py's CACHE swapped for an empty one that keeps nothing)."""
@@ -128,6 +127,7 @@ def nothing_kept():
         terms.CACHE = kept
 
 
+@contextmanager
 def two_logins(principal):
     """(switch, names): searches in-process on either of two open connections, the owner's
     (which row-level security does not limit) and kb_app's (which it does), both acting for

@@ -418,9 +418,10 @@ def api_cold_bursts(kb, key: str, sample, sizes: tuple[int, ...]) -> list[dict]:
 def print_size(size: int, row: dict) -> None:
     for label, r in row["service"].items():
         strategy, cache = label.split("/")
-        api_p50 = row["api"][label]["p50"]
+        api = row["api"].get(label)  # no API row for a worker's first searches (cold)
         print(f"{size:8d} {strategy:10} {cache:6} {r['p50']:8.1f} {r['p95']:8.1f} {r['p99']:8.1f}"
-              f"   (p50 spread {r['p50Spread'][0]:.1f}-{r['p50Spread'][1]:.1f}) {api_p50:10.1f}")
+              f"   (p50 spread {r['p50Spread'][0]:.1f}-{r['p50Spread'][1]:.1f}) "
+              + (f"{api['p50']:10.1f}" if api else f"{'-':>10}"))
     miss, hit = row["service"]["semantic/miss"]["p50"], row["service"]["semantic/hit"]["p50"]
     sweep = ", ".join(f"{ef}: {r['recall@10']:.3f} ({r['p50']:.1f} ms)" for ef, r in row["hnsw"].items())
     print(f"{size:8d} HNSW recall@10 vs exact scan by ef_search: {sweep}")
