@@ -142,6 +142,15 @@ def test_terms_read_together_are_the_terms_read_one_at_a_time(monkeypatch):
     assert batched_fewer  # the batching happened somewhere
 
 
+def test_a_batch_stops_where_reading_the_terms_before_could_make_the_next_optional():
+    bound = {"a": 5.0, "b": 3.0, "c": 3.0}
+    # after a, the floor may reach 6 + 5: b's and c's bounds (6) might no longer reach it
+    assert bm25._surely_read(["a", "b", "c"], bound, 6.0) == ["a"]
+    # c alone outweighs any floor reading a and b could raise (2 + 1 + 1)
+    assert bm25._surely_read(["a", "b", "c"], {"a": 1.0, "b": 1.0, "c": 10.0}, 2.0) == ["a", "b", "c"]
+    assert bm25._surely_read(["a", "b", "c"], {"a": 1.0, "b": 1.0, "c": 1.5}, 2.0) == ["a"]
+
+
 @pytest.mark.parametrize("dense_span", [1 << 22, 5_000, 1])
 def test_partial_scores_grow_below_and_above_what_they_held_and_keep_their_best(dense_span, monkeypatch):
     """_Scores against a dict: terms whose ids reach below and above those seen (the array
