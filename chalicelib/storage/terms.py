@@ -244,10 +244,12 @@ class BlockPostings:
                 if self._versions is not None:
                     for kb, version in self._versions.items():
                         CACHE.put(("postings", kb, version, t), decoded.get((kb, t), Postings(*EMPTY)))
-                found = [decoded[kb, t] for kb in self.kb_ids if (kb, t) in decoded]
-                if found:
-                    parts[t] = found
+            parts.update(self._by_term(decoded, asked))
         return self._with_tail(terms, parts)
+
+    def _by_term(self, decoded: dict[tuple[str, str], Postings], terms: list[str]) -> dict[str, list[Postings]]:
+        """Decoded blocks per term, in the knowledge bases' order; terms none of them holds left out."""
+        return {t: found for t in terms if (found := [decoded[kb, t] for kb in self.kb_ids if (kb, t) in decoded])}
 
     def _kept(self, term: str) -> Optional[list[Postings]]:
         """The term's blocks of each knowledge base that has any, from CACHE (narrow); None
@@ -326,11 +328,7 @@ class BlockPostings:
                     "  JOIN term_blocks b ON b.term = (%s::text[])[w.place] AND b.first_id = w.want_first"
                     " WHERE b.kb_id = ANY(%s) GROUP BY b.kb_id, b.term",
                     (_array(places), _array(firsts), asked, self.kb_ids)).fetchall()
-            decoded = _decoded(blocks)
-            for t in asked:
-                found = [decoded[kb, t] for kb in self.kb_ids if (kb, t) in decoded]
-                if found:
-                    parts[t] = found
+            parts.update(self._by_term(_decoded(blocks), asked))
         found = self._with_tail(list(wanted), parts)
         return {t: found.get(t, Postings(*EMPTY)) for t in wanted}
 
