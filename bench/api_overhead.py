@@ -37,7 +37,8 @@ STAGES = {
     # before the one round trip (commit e88e32f), and since: a stage the code lacks is left out
     "bad-key check": ("chalicelib.auth.throttle", "refuse_if_guessing"),
     "rate limit": ("chalicelib.auth.throttle", "take_before_authentication"),
-    "Redis round trip (bad keys, keys' generation, rate limit)": ("chalicelib.auth.throttle", "check"),
+    "Redis round trip (bad keys, keys' generation, rate limit, the answer read ahead)":
+        ("chalicelib.auth.throttle", "check"),
     "rate limit (after lookup)": ("chalicelib.auth.throttle", "take"),
     "key lookup": ("chalicelib.api.http", "authenticate"),
     "key lookup (remembered or not)": ("chalicelib.auth.keys", "authenticate"),
@@ -47,7 +48,7 @@ STAGES = {
     "knowledge-base access": ("chalicelib.storage.knowledge_bases", "visible_by_ids"),
     "results cache": ("chalicelib.retrieval.results_cache", "cache_key"),
     "results cache read": ("chalicelib.retrieval.results_cache", "cached_result"),
-    "results cache (one round trip)": ("chalicelib.retrieval.results_cache", "lookup"),
+    "results cache (read ahead, else one round trip)": ("chalicelib.retrieval.results_cache", "lookup"),
     "search itself": ("chalicelib.retrieval.search", "_search"),
     "retrieval event": ("chalicelib.metrics", "record_search"),
     "view": ("chalicelib.api.search", "search_view"),

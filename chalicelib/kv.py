@@ -1,6 +1,8 @@
 """Redis (ElastiCache): one client per worker, with short timeouts, because everything
 kept there (query embeddings, rate-limit buckets) is worth less than a slow answer."""
-from typing import Optional
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator, Optional, Sequence
 
 import redis
 
@@ -17,3 +19,27 @@ def redis_client(timeout: float = 0.25) -> Optional[redis.Redis]:
     if (url, timeout) not in _clients:
         _clients[(url, timeout)] = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     return _clients[(url, timeout)]
+
+
+# What this request read from Redis before its view ran (http.authenticated reads the keys a
+# view will read in the request's first round trip): key -> value, None where absent.
+_read_ahead: ContextVar[Optional[dict[str, Optional[bytes]]]] = ContextVar("kb_read_ahead", default=None)
+
+
+@contextmanager
+def reading_ahead(values: dict[str, Optional[bytes]]) -> Iterator[None]:
+    """While the view runs: the values its request read ahead."""
+    token = _read_ahead.set(dict(values))
+    try:
+        yield
+    finally:
+        _read_ahead.reset(token)
+
+
+def read_ahead(keys: Sequence[str]) -> Optional[list[Optional[bytes]]]:
+    """These keys' values if this request read every one of them ahead, else None (read them
+    now). Each is handed out once: a second reader in the same request reads Redis again."""
+    values = _read_ahead.get()
+    if not values or any(k not in values for k in keys):
+        return None
+    return [values.pop(k) for k in keys]

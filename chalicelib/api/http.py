@@ -3,11 +3,11 @@ bearer-key authentication and the per-key rate limit."""
 import functools
 import json
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 from chalice import Response
 
-from chalicelib import errors, limits
+from chalicelib import errors, kv, limits
 from chalicelib.auth import Principal, bearer_token, keys, throttle
 from chalicelib.storage import acting_for
 from chalicelib.validate import check_text
@@ -87,11 +87,20 @@ def query_params(request) -> dict:
     return params
 
 
-def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] = error_response) -> Callable:
+# What a view will read from Redis, worked out from its request before it runs (the caller as
+# this worker remembers it, the request, the path's parameters): read in the request's one
+# Redis round trip (kv.read_ahead).
+ReadsAhead = Callable[[Principal, Any, dict], Sequence[str]]
+
+
+def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] = error_response,
+                  reads: Optional[ReadsAhead] = None) -> Callable:
     """Route decorator: resolves the bearer key to a Principal (401 otherwise; 429 once
     an address sent too many bad keys or a key is over its rate), passes it as the first
     argument, and turns a ServiceError into the error envelope (or into what `respond`
-    makes of it: the OpenAI and Bedrock routes answer in their APIs' own error shapes)."""
+    makes of it: the OpenAI and Bedrock routes answer in their APIs' own error shapes).
+    `reads`: the Redis keys the view will read, read with the check when the key's caller
+    is remembered."""
     def decorate(view: Callable) -> Callable:
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
@@ -99,15 +108,18 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
                 request = blueprint.current_request
                 source = ((request.context or {}).get("identity") or {}).get("sourceIp")
                 token = bearer_token(request.headers.get("authorization"))
+                known = keys.remembered(token)
                 # One Redis round trip: bad keys, the keys' generation, the token (a refusal costs
-                # no database lookup); the caller remembered under that generation, or looked up.
-                checked = throttle.check(token, source, keys.remembered(token))
+                # no database lookup), what the view will read; the caller remembered under that
+                # generation, or looked up.
+                checked = throttle.check(token, source, known, _reads_ahead(reads, known, request, kwargs))
                 principal = _principal(token, source, checked.keys_generation)
                 if not checked.taken:
                     throttle.take(principal, token)
                 for name, value in kwargs.items():  # path ids reach SQL: no NUL, no broken Unicode
                     check_text(value, name)
-                with acting_for(principal.org_id, principal.user_id):  # what the database lets the request see
+                # what the database lets the request see
+                with acting_for(principal.org_id, principal.user_id), kv.reading_ahead(checked.ahead):
                     return view(principal, *args, **kwargs)
             except errors.ServiceError as err:
                 if status_of(err) >= 500:
@@ -118,6 +130,16 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
                 return respond(errors.ServiceError("an internal error occurred"))
         return wrapper
     return decorate
+
+
+def _reads_ahead(reads: Optional[ReadsAhead], known: Optional[Principal], request, kwargs: dict) -> Sequence[str]:
+    """None read ahead for a caller not remembered, or a request the view will refuse anyway."""
+    if reads is None or known is None:
+        return ()
+    try:
+        return reads(known, request, kwargs)
+    except errors.ServiceError:
+        return ()
 
 
 def _principal(token, source, keys_generation) -> Principal:

@@ -16,8 +16,8 @@ import hashlib
 import logging
 import math
 import time
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
 import redis
 
@@ -115,14 +115,18 @@ class Checked:
     """What a request's first Redis round trip said."""
     taken: bool  # its token taken (or Redis unreachable: not limited); False: take it once authenticated
     keys_generation: Optional[str]  # keys.GENERATION_KEY's value ("" unset); None when Redis did not answer
+    ahead: dict = field(default_factory=dict)  # the keys the view will read -> their values (None: absent)
 
 
-def check(token: Optional[str], source: Optional[str], known: Optional[Principal]) -> Checked:
+def check(token: Optional[str], source: Optional[str], known: Optional[Principal],
+          ahead: Sequence[str] = ()) -> Checked:
     """Everything a request asks Redis before its view, in one round trip: whether its address
     sent too many bad keys this minute, the keys' generation (auth/keys.py), and, when this
     worker remembers the key's caller (known), its token from its buckets; Throttled when
     refused. Without a known caller, the key's limits remembered in Redis (take's) are read
-    in the same round trip and its token taken in a second one."""
+    in the same round trip and its token taken in a second one. `ahead`: keys the view will
+    read (a GET each), read in the same round trip; Checked.ahead holds them only when the
+    request was allowed."""
     client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None:
         return Checked(taken=False, keys_generation=None)
@@ -140,11 +144,17 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
         pipe.evalsha(_BUCKETS_SHA, len(keys), *keys, *args)
     elif digest:
         pipe.hmget(_limits_key(digest), "org", "rate")
+    for key in ahead:
+        pipe.get(key)
     try:
         answers = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
         _unavailable(exc)
         return Checked(taken=True, keys_generation=None)
+    # What a view reads ahead is no part of the check: a key that failed is left for the view to read.
+    read = {key: value for key, value in zip(ahead, answers[len(answers) - len(ahead):])
+            if not isinstance(value, redis.RedisError)}
+    del answers[len(answers) - len(ahead):]
     failed = next((a for a in answers if isinstance(a, redis.RedisError) and not _no_script(a)), None)
     if failed is not None:
         _unavailable(failed)
@@ -153,7 +163,7 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
         _refuse_if_over(int(answers.pop(0) or 0), int(answers.pop(0) or 0), now)
     generation = (answers.pop(0) or b"").decode()
     if not digest:
-        return Checked(taken=False, keys_generation=generation)
+        return Checked(taken=False, keys_generation=generation, ahead=read)
     try:
         if known is not None:
             answer = answers[0]
@@ -161,14 +171,14 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
                 client.script_load(_BUCKETS)
                 answer = client.evalsha(_BUCKETS_SHA, len(keys), *keys, *args)
             _refuse_unless(answer, args)
-            return Checked(taken=True, keys_generation=generation)
+            return Checked(taken=True, keys_generation=generation, ahead=read)
         org, rate = answers[0]
         if org is None or rate is None:
-            return Checked(taken=False, keys_generation=generation)
+            return Checked(taken=False, keys_generation=generation, ahead=read)
         _take(client, digest, org.decode(), float(rate))
     except redis.RedisError as exc:
         _unavailable(exc)
-    return Checked(taken=True, keys_generation=generation)
+    return Checked(taken=True, keys_generation=generation, ahead=read)
 
 
 def _no_script(answer) -> bool:

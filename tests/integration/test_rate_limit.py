@@ -207,3 +207,18 @@ def test_redis_unreachable_lets_requests_through_with_a_warning(service_env, mon
             throttle.take(principal, token)
     assert "rate limiter unavailable, not limiting" in caplog.text
     assert isinstance(redis_client(), redis.Redis)
+
+
+def test_what_a_view_reads_ahead_comes_with_the_check_and_a_key_that_fails_there_limits_nothing_less(clean_redis):
+    """check()'s `ahead` keys ride in its round trip; one whose GET fails (a key of another type)
+    is left out for the view to read, and the bucket is still taken from and still refuses."""
+    principal, token = _principal(f"org-{secrets.token_hex(3)}", 1), f"kbk_{secrets.token_hex(8)}"
+    clean_redis.set("kb:test:ahead", b"answer")
+    clean_redis.hset("kb:test:hash", "field", "value")  # a GET of it fails with WRONGTYPE
+    ahead = ("kb:test:ahead", "kb:test:absent", "kb:test:hash")
+    checked = [throttle.check(token, "198.51.100.7", principal, ahead)
+               for _ in range(int(limits.KEY_BURST_SECONDS))]  # the key's whole burst at 1 a second
+    assert {c.taken for c in checked} == {True}
+    assert checked[0].ahead == {"kb:test:ahead": b"answer", "kb:test:absent": None}
+    with pytest.raises(Throttled):
+        throttle.check(token, "198.51.100.7", principal, ahead)

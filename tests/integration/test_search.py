@@ -416,3 +416,53 @@ def test_every_passage_names_its_path_page_and_section(tenant, shared_docs, stra
     assert siege["page"] in range(1, 7)
     hours = top("when does the support desk answer")
     assert (hours["source"], hours["path"], hours["page"], hours["section"]) == ("Support hours", None, None, None)
+
+
+def test_a_remembered_callers_cached_search_over_http_is_one_redis_round_trip_and_still_checks_access(
+        tenant, monkeypatch):
+    """POST /knowledge-bases/{id}/search reads the cached answer and its counters in the rate
+    limit's round trip (kv.read_ahead); the caller's view of the knowledge base is still read
+    from the database before that answer is handed out."""
+    import json
+
+    import redis
+    from chalice.test import Client
+
+    from app import app
+    from chalicelib.auth import issue_key
+
+    admin, _ = tenant
+    kb = create_knowledge_base(admin, name="Ahead", description="", visibility="org")
+    _ingest(kb["id"], "cooking.txt", PASSAGES["cooking.txt"])
+    _, token = issue_key(_org_name(admin), "bob", role="viewer")
+    round_trips, execute = [], redis.client.Pipeline.execute
+    monkeypatch.setattr(redis.client.Pipeline, "execute", lambda pipe, *a, **k: round_trips.append(1) or
+                        execute(pipe, *a, **k))
+    commands, command = [], redis.Redis.execute_command
+    monkeypatch.setattr(redis.Redis, "execute_command", lambda client, *a, **k: commands.append(a[0]) or
+                        command(client, *a, **k))
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    body = json.dumps({"query": "bread in the oven", "topK": 1, "strategy": "semantic"})
+    with Client(app) as client:
+        def post():
+            round_trips.clear(), commands.clear()
+            return client.http.post(f"/knowledge-bases/{kb['id']}/search", headers=headers, body=body)
+
+        first = post()  # the caller looked up and remembered; the answer computed and stored
+        assert first.status_code == 200 and first.json_body["data"]["metadata"]["resultsCached"] is False
+        assert len(round_trips) + len(commands) > 1
+        second = post()
+        assert second.status_code == 200 and second.json_body["data"]["metadata"]["resultsCached"] is True
+        assert second.json_body["data"]["results"] == first.json_body["data"]["results"]
+        assert (len(round_trips), commands) == (1, [])
+        # Access withdrawn without a write the results cache would see: the answer read ahead
+        # is still current there, and the database's answer decides.
+        with connection() as conn:
+            conn.execute("UPDATE knowledge_bases SET visibility = 'private' WHERE id = %s", (kb["id"],))
+        refused = post()
+        assert refused.status_code == 404 and refused.json_body["error"]["code"] == "NOT_FOUND", refused.json_body
+
+
+def _org_name(principal) -> str:
+    with connection() as conn:
+        return conn.execute("SELECT name FROM organizations WHERE id = %s", (principal.org_id,)).fetchone()["name"]
