@@ -42,4 +42,5 @@ def read_ahead(keys: Sequence[str]) -> Optional[list[Optional[bytes]]]:
     values = _read_ahead.get()
     if not values or any(k not in values for k in keys):
         return None
-    return [values.pop(k) for k in keys]
+    handed = {k: values.pop(k) for k in dict.fromkeys(keys)}
+    return [handed[k] for k in keys]

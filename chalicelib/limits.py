@@ -201,6 +201,10 @@ KEY_LIMITS_REMEMBERED_SECONDS = 300
 # database on every request was one statement of the four a cached search made (and two
 # more setting the session's organisation each way), bench/api_overhead.py.
 KEY_REMEMBERED_SECONDS = 5
+# A request's body is parsed before its rate limit (to read its cached answer in the check's
+# round trip, api/http.py) only up to this size: a search's is a few hundred bytes, and a
+# refused request should not pay for parsing a large one.
+READ_AHEAD_BODY_MAX_BYTES = 16 * 1024
 # The limiter's Redis timeout: past it a request goes unlimited, so it is longer than the
 # query cache's 0.25 s (a miss there costs only an embedding). Margin, not a measured fix:
 # cold bursts of 32 at load 20-45 here logged no limiter timeout at 0.25 s.

@@ -116,11 +116,9 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
                 principal = _principal(token, source, checked.keys_generation)
                 if not checked.taken:
                     throttle.take(principal, token)
-                for name, value in kwargs.items():  # path ids reach SQL: no NUL, no broken Unicode
-                    check_text(value, name)
-                # what the database lets the request see
+                _check_path(kwargs)
                 with acting_for(principal.org_id, principal.user_id), kv.reading_ahead(checked.ahead):
-                    return view(principal, *args, **kwargs)
+                    return view(principal, *args, **kwargs)  # what the database lets the request see
             except errors.ServiceError as err:
                 if status_of(err) >= 500:
                     logger.warning("answered %s: %s", err.code, err.message)
@@ -132,11 +130,18 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
     return decorate
 
 
+def _check_path(params: dict) -> None:
+    for name, value in params.items():  # path ids reach SQL and Redis keys: no NUL, no broken Unicode
+        check_text(value, name)
+
+
 def _reads_ahead(reads: Optional[ReadsAhead], known: Optional[Principal], request, kwargs: dict) -> Sequence[str]:
-    """None read ahead for a caller not remembered, or a request the view will refuse anyway."""
-    if reads is None or known is None:
+    """None read ahead for a caller not remembered, a large body, or a request the view will
+    refuse anyway."""
+    if reads is None or known is None or len(request.raw_body or b"") > limits.READ_AHEAD_BODY_MAX_BYTES:
         return ()
     try:
+        _check_path(kwargs)
         return reads(known, request, kwargs)
     except errors.ServiceError:
         return ()

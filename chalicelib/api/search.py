@@ -6,7 +6,8 @@ from chalicelib import limits
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, ok, query_params
 from chalicelib.api.views import bare_view, batch_view, chunk_view, search_view
 from chalicelib.errors import Invalid
-from chalicelib.retrieval import parse_multi_search_request, parse_search_request, results_cache, search
+from chalicelib.retrieval import (SearchRequest, parse_multi_search_request, parse_search_request, results_cache,
+                                  search)
 from chalicelib.retrieval.batch import search_batch
 from chalicelib.retrieval.chunks import read_chunk
 from chalicelib.retrieval.request import parse_batch_request
@@ -16,26 +17,25 @@ from chalicelib.validate import int_field, refuse_unknown, string_list
 blueprint = Blueprint(__name__)
 
 
-def _one_reads(principal, request, params: dict) -> tuple[str, ...]:
-    return results_cache.keys_to_read(principal, parse_search_request([params["kb_id"]], json_body(request)))
+def _one_request(request, kb_id: str) -> SearchRequest:
+    return parse_search_request([kb_id], json_body(request))
 
 
-def _many_reads(principal, request, _params: dict) -> tuple[str, ...]:
-    return results_cache.keys_to_read(principal, parse_multi_search_request(json_body(request)))
+def _many_request(request) -> SearchRequest:
+    return parse_multi_search_request(json_body(request))
 
 
 @blueprint.route("/knowledge-bases/{kb_id}/search", methods=["POST"])
-@authenticated(blueprint, reads=_one_reads)
+@authenticated(blueprint, reads=lambda caller, request, params: results_cache.keys_to_read(
+    caller, _one_request(request, params["kb_id"])))
 def search_one(principal, kb_id):
-    body = json_body(blueprint.current_request)
-    return ok(search_view(search(principal, parse_search_request([kb_id], body))))
+    return ok(search_view(search(principal, _one_request(blueprint.current_request, kb_id))))
 
 
 @blueprint.route("/search", methods=["POST"])
-@authenticated(blueprint, reads=_many_reads)
+@authenticated(blueprint, reads=lambda caller, request, _: results_cache.keys_to_read(caller, _many_request(request)))
 def search_many(principal):
-    body = json_body(blueprint.current_request)
-    return ok(search_view(search(principal, parse_multi_search_request(body))))
+    return ok(search_view(search(principal, _many_request(blueprint.current_request))))
 
 
 @blueprint.route("/search/batch", methods=["POST"])

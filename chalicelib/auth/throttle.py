@@ -115,7 +115,7 @@ class Checked:
     """What a request's first Redis round trip said."""
     taken: bool  # its token taken (or Redis unreachable: not limited); False: take it once authenticated
     keys_generation: Optional[str]  # keys.GENERATION_KEY's value ("" unset); None when Redis did not answer
-    ahead: dict = field(default_factory=dict)  # the keys the view will read -> their values (None: absent)
+    ahead: dict[str, Optional[bytes]] = field(default_factory=dict)  # keys the view will read -> values (None: absent)
 
 
 def check(token: Optional[str], source: Optional[str], known: Optional[Principal],

@@ -43,8 +43,9 @@ _BESIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="beside")
 
 def search(principal: Principal, request: SearchRequest) -> SearchResult:
     """Raises NotFound naming the first knowledge base the caller cannot see. The caller's
-    view of the knowledge bases is checked before the results cache is read, so a knowledge
-    base it may no longer see is a 404 even while an answer about it is cached."""
+    view of the knowledge bases is read from the database before a cached answer is used (also
+    one its request read ahead), so a knowledge base it may no longer see is a 404 even while
+    an answer about it is cached."""
     started = time.monotonic()
     with connection() as conn:
         kbs = knowledge_bases.visible_by_ids(conn, principal, list(request.knowledge_base_ids))

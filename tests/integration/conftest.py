@@ -7,7 +7,7 @@ import psycopg
 import pytest
 import redis
 
-from chalicelib.storage import db
+from chalicelib.storage import connection, db
 from chalicelib.storage.migrate import migrate
 
 
@@ -45,6 +45,11 @@ def service_env(monkeypatch, migrated, database_url, local_env):
     redis.Redis.from_url(redis_url).flushdb()
     yield {"DATABASE_URL": database_url, "REDIS_URL": redis_url}
     db.reset()
+
+
+def org_name(principal) -> str:
+    with connection() as conn:
+        return conn.execute("SELECT name FROM organizations WHERE id = %s", (principal.org_id,)).fetchone()["name"]
 
 
 @pytest.fixture

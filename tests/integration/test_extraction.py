@@ -15,6 +15,7 @@ from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.storage import connection
 from chalicelib.storage import extraction_jobs as job_rows
 from tests.integration.bedrock_server import ConverseServer
+from tests.integration.conftest import org_name
 from tests.integration.openai_server import OpenAIChatServer
 
 CONVERSATION = [
@@ -104,7 +105,7 @@ def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, op
     assert sent["model"] == "gpt-local" and sent["messages"][0]["role"] == "system"
     assert "Aurora in March" in sent["messages"][-1]["content"]
     # What was learnt is found by knowledge_search: the organisation's by a colleague.
-    colleague, _ = issue_key(_org_name(team), "cy", role="editor")
+    colleague, _ = issue_key(org_name(team["editor"]), "cy", role="editor")
     found = entries.search_entries(colleague, "which database will billing use?", 5)
     assert [p.document_id for p in found][:1] == [created["Billing database"]["id"]]
     assert created["Report format"]["id"] not in [p.document_id for p in
@@ -114,12 +115,6 @@ def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, op
     again = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
     assert again["counts"] == {"created": 0, "merged": 3, "updated": 0, "dropped": 1}
     assert len(_entries(team["kb"]["id"])) == 3
-
-
-def _org_name(team) -> str:
-    with connection() as conn:
-        return conn.execute("SELECT name FROM organizations WHERE id = %s",
-                            (team["editor"].org_id,)).fetchone()["name"]
 
 
 def test_an_admin_may_publish_and_min_confidence_is_the_callers(team, openai_llm):
@@ -155,7 +150,7 @@ def test_malformed_output_is_asked_again_once_then_refused_with_nothing_stored(t
 
 def test_viewers_and_strangers_extract_nothing(team, openai_llm):
     openai_llm(ITEMS)
-    viewer, _ = issue_key(_org_name(team), "vic", role="viewer")
+    viewer, _ = issue_key(org_name(team["editor"]), "vic", role="viewer")
     with pytest.raises(Exception) as err:
         extract(viewer, team["agent"]["id"], _conversation(team["kb"]["id"]))
     assert err.value.code == "NOT_FOUND"  # a viewer manages no agent

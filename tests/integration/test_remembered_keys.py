@@ -90,3 +90,16 @@ def test_kb_search_refuses_a_revoked_key_it_remembered(service_env):
     assert keys.remembered(token) == admin
     _another_worker_revokes(lambda: keys.revoke_key(admin, admin.key_id))
     assert handle_kb_search(event)["error"]["status"] == 401
+
+
+def test_a_broken_path_id_from_a_remembered_caller_is_a_400_not_a_redis_key(service_env):
+    """What a route reads ahead is named from its path: an id with broken Unicode is refused as
+    the view would refuse it, never sent to Redis (where encoding it failed: a 500)."""
+    _, token = issue_key(f"org-{secrets.token_hex(4)}", "ada")
+    request = SimpleNamespace(context={}, headers={"authorization": f"Bearer {token}"}, raw_body=b"{}")
+    view = authenticated(SimpleNamespace(current_request=request),
+                         reads=lambda caller, _request, params: (f"kb:test:{params['kb_id']}",))(
+        lambda caller, kb_id: {"kb": kb_id})
+    assert view(kb_id="kb_fine") == {"kb": "kb_fine"}  # the caller is remembered from here on
+    answer = view(kb_id="kb_\udc80")
+    assert answer.status_code == 400 and "kb_id" in answer.body, answer.body

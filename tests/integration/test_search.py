@@ -18,6 +18,7 @@ from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, documents, knowledge_bases
 from chalicelib.storage.chunks import as_vector
 from chalicelib.storage.db import open_connection
+from tests.integration.conftest import org_name
 
 PASSAGES = {
     "cooking.txt": "To bake sourdough bread, feed the starter the night before and bake at 230 degrees.",
@@ -94,9 +95,7 @@ def test_a_colleague_sees_an_org_knowledge_base_but_not_a_private_one(tenant):
     from chalicelib.storage import connection
 
     owner, _ = tenant
-    with connection() as conn:
-        org_name = conn.execute("SELECT name FROM organizations WHERE id = %s", (owner.org_id,)).fetchone()["name"]
-    colleague, _ = issue_key(org_name, "bob")
+    colleague, _ = issue_key(org_name(owner), "bob")
     shared = create_knowledge_base(owner, name="Shared", description="", visibility="org")
     private = create_knowledge_base(owner, name="Mine", description="")
     _ingest(shared["id"], "a.txt", PASSAGES["space.txt"])
@@ -418,51 +417,96 @@ def test_every_passage_names_its_path_page_and_section(tenant, shared_docs, stra
     assert (hours["source"], hours["path"], hours["page"], hours["section"]) == ("Support hours", None, None, None)
 
 
-def test_a_remembered_callers_cached_search_over_http_is_one_redis_round_trip_and_still_checks_access(
-        tenant, monkeypatch):
-    """POST /knowledge-bases/{id}/search reads the cached answer and its counters in the rate
-    limit's round trip (kv.read_ahead); the caller's view of the knowledge base is still read
-    from the database before that answer is handed out."""
+@pytest.fixture
+def over_http(tenant, monkeypatch):
+    """(post a semantic search through the Chalice app as a colleague of the owner of an org
+    knowledge base, by either search route: the response; Redis round trips, commands; the kb)."""
     import json
 
     import redis
     from chalice.test import Client
 
     from app import app
+    from chalicelib import limits
     from chalicelib.auth import issue_key
 
-    admin, _ = tenant
-    kb = create_knowledge_base(admin, name="Ahead", description="", visibility="org")
+    monkeypatch.setattr(limits, "KEY_REMEMBERED_SECONDS", 600)  # however slowly the test runs
+    owner, _ = tenant
+    kb = create_knowledge_base(owner, name="Ahead", description="", visibility="org")
     _ingest(kb["id"], "cooking.txt", PASSAGES["cooking.txt"])
-    _, token = issue_key(_org_name(admin), "bob", role="viewer")
-    round_trips, execute = [], redis.client.Pipeline.execute
+    reader, token = issue_key(org_name(owner), "bob", role="viewer")
+    round_trips, commands = [], []
+    execute, command = redis.client.Pipeline.execute, redis.Redis.execute_command
     monkeypatch.setattr(redis.client.Pipeline, "execute", lambda pipe, *a, **k: round_trips.append(1) or
                         execute(pipe, *a, **k))
-    commands, command = [], redis.Redis.execute_command
     monkeypatch.setattr(redis.Redis, "execute_command", lambda client, *a, **k: commands.append(a[0]) or
                         command(client, *a, **k))
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    body = json.dumps({"query": "bread in the oven", "topK": 1, "strategy": "semantic"})
+
     with Client(app) as client:
-        def post():
+        def post(route: str, query: str = "bread in the oven"):
             round_trips.clear(), commands.clear()
-            return client.http.post(f"/knowledge-bases/{kb['id']}/search", headers=headers, body=body)
+            body = {"query": query, "topK": 1, "strategy": "semantic"}
+            if route == "one":
+                return client.http.post(f"/knowledge-bases/{kb['id']}/search", headers=headers, body=json.dumps(body))
+            return client.http.post("/search", headers=headers, body=json.dumps({**body, "knowledgeBaseIds": [kb["id"]]}))
 
-        first = post()  # the caller looked up and remembered; the answer computed and stored
-        assert first.status_code == 200 and first.json_body["data"]["metadata"]["resultsCached"] is False
-        assert len(round_trips) + len(commands) > 1
-        second = post()
-        assert second.status_code == 200 and second.json_body["data"]["metadata"]["resultsCached"] is True
-        assert second.json_body["data"]["results"] == first.json_body["data"]["results"]
-        assert (len(round_trips), commands) == (1, [])
-        # Access withdrawn without a write the results cache would see: the answer read ahead
-        # is still current there, and the database's answer decides.
-        with connection() as conn:
-            conn.execute("UPDATE knowledge_bases SET visibility = 'private' WHERE id = %s", (kb["id"],))
-        refused = post()
-        assert refused.status_code == 404 and refused.json_body["error"]["code"] == "NOT_FOUND", refused.json_body
+        yield post, round_trips, commands, kb, reader
 
 
-def _org_name(principal) -> str:
+@pytest.mark.parametrize("route", ["one", "many"])
+def test_a_remembered_callers_cached_search_over_http_is_one_redis_round_trip_and_still_checks_access(over_http, route):
+    """Both search routes read the cached answer and its counters in the rate limit's round
+    trip (kv.read_ahead), hand them to that request alone, and still read the caller's view
+    of the knowledge base from the database before the answer is used."""
+    from chalicelib import kv
+
+    post, round_trips, commands, kb, _ = over_http
+    first = post(route)  # the caller looked up and remembered; the answer computed and stored
+    assert first.status_code == 200 and first.json_body["data"]["metadata"]["resultsCached"] is False
+    assert len(round_trips) + len(commands) > 1
+    second = post(route)
+    assert second.status_code == 200 and second.json_body["data"]["metadata"]["resultsCached"] is True
+    assert second.json_body["data"]["results"] == first.json_body["data"]["results"]
+    assert (len(round_trips), commands) == (1, [])
+    assert kv._read_ahead.get() is None  # nothing left for the worker's next request
+    # Access withdrawn without a write the results cache would see: the answer read ahead is
+    # still current there, and the database's answer decides.
     with connection() as conn:
-        return conn.execute("SELECT name FROM organizations WHERE id = %s", (principal.org_id,)).fetchone()["name"]
+        conn.execute("UPDATE knowledge_bases SET visibility = 'private' WHERE id = %s", (kb["id"],))
+    refused = post(route)
+    assert (len(round_trips), commands) == (1, [])  # the answer was read ahead, and not used
+    assert refused.status_code == 404 and refused.json_body["error"]["code"] == "NOT_FOUND", refused.json_body
+
+
+def test_an_answer_computed_under_counters_read_ahead_misses_once_a_write_moved_them(over_http, monkeypatch):
+    """A write that lands between the request's check and its search: the answer is stored
+    under the counters read before it, so the next search misses and computes again."""
+    from chalicelib import freshness
+
+    post, _, _, kb, _ = over_http
+    post("one", "warm the caller up")  # remembered from now on: the next request reads ahead
+    visible, bumped = knowledge_bases.visible_by_ids, []
+
+    def write_meanwhile(conn, principal, kb_ids):
+        if not bumped:
+            freshness.bump(kb["id"])
+            bumped.append(1)
+        return visible(conn, principal, kb_ids)
+
+    monkeypatch.setattr(knowledge_bases, "visible_by_ids", write_meanwhile)
+    assert post("one").json_body["data"]["metadata"]["resultsCached"] is False
+    assert bumped and post("one").json_body["data"]["metadata"]["resultsCached"] is False
+    assert post("one").json_body["data"]["metadata"]["resultsCached"] is True
+
+
+def test_a_revoked_key_remembered_with_a_read_ahead_is_refused(over_http):
+    from chalicelib.auth import keys
+
+    post, round_trips, _, _, reader = over_http
+    assert [post("one").status_code for _ in range(2)] == [200, 200]
+    kept = dict(keys._remembered)  # as a worker that did not revoke it
+    keys.revoke_key(reader, reader.key_id)
+    keys._remembered.update(kept)
+    refused = post("one")
+    assert refused.status_code == 401 and refused.json_body["error"]["code"] == "UNAUTHORIZED"
