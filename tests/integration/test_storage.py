@@ -27,3 +27,19 @@ def test_api_keys_are_stored_only_as_hashes(tenant, database_url):
     with psycopg.connect(database_url) as conn:
         stored = [r[0] for r in conn.execute("SELECT key_hash FROM api_keys")]
     assert key not in stored and all(len(h) == 64 for h in stored)
+
+
+def test_every_foreign_key_to_rows_the_service_deletes_is_indexed(migrated, database_url):
+    """A foreign key without an index on its column costs a scan of the referencing table per
+    deleted row: deleting a knowledge base of 100,000 documents took over 15 minutes through
+    documents.superseded_by (migration 0030). Organisations and users are never deleted in bulk."""
+    with psycopg.connect(database_url) as conn:
+        unindexed = conn.execute("""
+            SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text
+              FROM pg_constraint c
+              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+             WHERE c.contype = 'f'
+               AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND i.indkey[0] = c.conkey[1])
+             ORDER BY 1, 2""").fetchall()
+    assert [row for row in unindexed if row[2] not in ("organizations", "users")] == []
+    assert ("documents", "superseded_by", "documents") not in unindexed
