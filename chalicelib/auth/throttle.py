@@ -152,9 +152,8 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
         _unavailable(exc)
         return Checked(taken=True, keys_generation=None)
     # What a view reads ahead is no part of the check: a key that failed is left for the view to read.
-    read = {key: value for key, value in zip(ahead, answers[len(answers) - len(ahead):])
-            if not isinstance(value, redis.RedisError)}
-    del answers[len(answers) - len(ahead):]
+    answers, ahead_answers = answers[:len(answers) - len(ahead)], answers[len(answers) - len(ahead):]
+    read = {key: value for key, value in zip(ahead, ahead_answers) if not isinstance(value, redis.RedisError)}
     failed = next((a for a in answers if isinstance(a, redis.RedisError) and not _no_script(a)), None)
     if failed is not None:
         _unavailable(failed)
