@@ -4,10 +4,13 @@ only returns a small API Gateway proxy response, each behind a REST API of its o
 search route as a proxy integration (as Chalice's template deploys ours). Measured by the same
 closed loop as our API (api.closed_loop), they say what ministack itself allows per request.
 
-Two variants, because ministack's worker keeps its lock after each response until stderr has
-been quiet for 5 ms, or for 50 ms when nothing came (lambda_runtime.Worker._drain_stderr_bounded):
+Three variants, because ministack's worker keeps its lock after each response until stderr has
+been quiet for 5 ms, or for 50 ms when nothing came (lambda_runtime.Worker._drain_stderr_bounded),
+and because an answer's bytes cross the worker's pipe, the gateway and the client:
 - "one log line" prints what our API prints per cached search (chalicelib.metrics.record_search's
   EMF line; print() is stderr on ministack's workers);
+- "one log line, our answer's size" also answers as many bytes as our API's answer to the same
+  bodies (measured by api_overhead.floor), so only the service's own work is left between the two;
 - "silent" prints nothing.
 
 Every resource is named gwfloor-<variant>-<random> and deleted on leaving floor_apis(), also
@@ -26,8 +29,9 @@ HANDLER = '''import json
 import os
 
 LINE = os.environ.get("FLOOR_LOG_LINE")
-RESPONSE = {"statusCode": 200, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps({"results": [], "floor": True})}
+BODY = json.dumps({"results": [], "floor": True, "pad": ""})
+BODY = BODY.replace('"pad": ""', '"pad": "' + "x" * max(0, int(os.environ.get("FLOOR_BODY_BYTES", 0)) - len(BODY)) + '"')
+RESPONSE = {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": BODY}
 
 
 def handler(event, context):
@@ -64,20 +68,24 @@ def _zip() -> bytes:
 
 
 @contextlib.contextmanager
-def floor_apis():
-    """{variant: URL of its search route}, the functions and APIs deleted when the block ends."""
+def floor_apis(answer_bytes: int):
+    """{variant: URL of its search route}, the functions and APIs deleted when the block ends;
+    answer_bytes: the size of our API's answer, which one variant's answers match."""
     lam, apigw, iam, logs = (aws_client(s) for s in ("lambda", "apigateway", "iam", "logs"))
     api_function = lam.get_function_configuration(FunctionName=API_FUNCTION)
     base, deployed = local_env()["KB_API_URL"].split("/restapis/")
     stage_path = deployed.split("/", 1)[1]  # "api/_user_request_", as bench/api.py's URLs have it
     suffix = secrets.token_hex(3)
-    variants = {"one log line": {"FLOOR_LOG_LINE": search_log_line()}, "silent": {}}
+    line = search_log_line()
+    variants = {"one log line": {"FLOOR_LOG_LINE": line},
+                "one log line, our answer's size": {"FLOOR_LOG_LINE": line, "FLOOR_BODY_BYTES": str(answer_bytes)},
+                "silent": {}}
     urls = {}
     with contextlib.ExitStack() as cleanup:
         role = iam.create_role(RoleName=f"gwfloor-role-{suffix}", AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]
         cleanup.callback(iam.delete_role, RoleName=role["RoleName"])
         for variant, environment in variants.items():
-            name = f"gwfloor-{variant.replace(' ', '-')}-{suffix}"
+            name = "gwfloor-" + "".join(c if c.isalnum() else "-" for c in variant) + f"-{suffix}"
             function = lam.create_function(
                 FunctionName=name, Runtime=api_function["Runtime"], MemorySize=api_function["MemorySize"],
                 Timeout=api_function["Timeout"], Architectures=api_function.get("Architectures", ["x86_64"]),
@@ -109,7 +117,7 @@ def _check(url: str) -> None:
     import requests
 
     answer = requests.post(url, json={"query": "check"}, timeout=60)
-    if answer.status_code != 200 or answer.json() != {"results": [], "floor": True}:
+    if answer.status_code != 200 or {**answer.json(), "pad": ""} != {"results": [], "floor": True, "pad": ""}:
         raise SystemExit(f"the floor API at {url} answered {answer.status_code}: {answer.text[:300]}")
 
 
