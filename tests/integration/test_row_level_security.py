@@ -117,6 +117,35 @@ def test_writes_to_another_organisation_are_refused_or_touch_nothing(two_orgs, d
                             (b_ids,)).fetchone()["n"] == 6  # b's untouched (its writer's own entries unseen)
 
 
+def test_bm25_maintenance_is_scoped_to_the_organisation_acted_for(two_orgs, database_url):
+    """kb_bm25_compact and kb_bm25_repack run as their owner (they write blocks kb_app may only
+    read): as kb_app, only for the organisation the session acts for, or for every one as the
+    pipeline ('*'); their bodies are not callable by kb_app at all (migration 0031)."""
+    (a, a_kbs), (_, b_kbs) = two_orgs["a"], two_orgs["b"]
+    theirs, ours = b_kbs["public"]["id"], a_kbs["private"]["id"]
+
+    def blocks(kb_id: str) -> int:
+        with psycopg.connect(database_url) as owner:
+            return owner.execute("SELECT count(*) FROM term_blocks WHERE kb_id = %s", (kb_id,)).fetchone()[0]
+
+    before = blocks(theirs)
+    for org in (a.org_id, None):  # another organisation's, or none set
+        with _as_app(database_url, org) as conn:
+            for call in ("SELECT kb_bm25_compact(%s, 2)", "SELECT kb_bm25_repack(%s, 10)"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not of the organisation"):
+                    conn.execute(call, (theirs,))
+            for call in ("SELECT kb_bm25_compact_any(%s, 2)", "SELECT kb_bm25_repack_any(%s, 10)"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+                    conn.execute(call, (theirs,))
+    assert blocks(theirs) == before  # nothing folded: each entry's store left its tail
+    with _as_app(database_url, a.org_id) as conn:  # its own: folded into blocks of 2
+        assert conn.execute("SELECT kb_bm25_compact(%s, 2) AS n", (ours,)).fetchone()["n"] > 0
+        assert conn.execute("SELECT kb_bm25_repack(%s, 10) AS n", (ours,)).fetchone()["n"] == 0
+    with _as_app(database_url, "*") as conn:  # the pipeline's stores fold any knowledge base's tail
+        assert conn.execute("SELECT kb_bm25_compact(%s, 2) AS n", (theirs,)).fetchone()["n"] > 0
+    assert blocks(theirs) > before
+
+
 LEVEL_READS = ("SELECT content FROM chunks", "SELECT content FROM chunks_visible",
                "SELECT title AS content FROM documents")
 
