@@ -21,9 +21,8 @@ from typing import Optional, Sequence
 
 import redis
 
-from chalicelib import limits
+from chalicelib import config, limits
 from chalicelib.auth.principal import Principal
-from chalicelib.config import load_settings
 from chalicelib.errors import Throttled
 from chalicelib.kv import redis_client
 
@@ -140,7 +139,7 @@ def check(token: Optional[str], source: Optional[str], known: Optional[Principal
             pipe.get(key)
     pipe.get(GENERATION_KEY)
     if digest and known is not None:
-        keys, args = _buckets(digest, known.org_id, known.rate_per_second or load_settings().key_rate_per_second)
+        keys, args = _buckets(digest, known.org_id, known.rate_per_second or config.key_rate_per_second())
         pipe.evalsha(_BUCKETS_SHA, len(keys), *keys, *args)
     elif digest:
         pipe.hmget(_limits_key(digest), "org", "rate")
@@ -191,7 +190,7 @@ def take(principal: Principal, token: Optional[str] = None) -> None:
     client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None:
         return
-    rate = principal.rate_per_second or load_settings().key_rate_per_second
+    rate = principal.rate_per_second or config.key_rate_per_second()
     digest = token_digest(token) if token else f"id:{principal.key_id or principal.user_id}"
     try:
         if token:  # remembered for a while: a key's changed rate applies within that time
@@ -213,7 +212,7 @@ def bad_keys_seen(current: int, previous: int, now: float) -> tuple[float, int]:
     count and the last one's share still inside it; and the seconds until that estimate falls
     below the limit. A fixed minute alone let 20 guesses at 12:00:59 and 20 more at 12:01:00
     through (and made the e2e test of this limit fail when its guesses crossed a minute)."""
-    limit = load_settings().bad_keys_per_minute
+    limit = config.bad_keys_per_minute()
     into = now % 60
     seen = current + previous * (60 - into) / 60
     if current >= limit:  # past this minute's end, this minute's count is the one that slides out
@@ -227,7 +226,7 @@ def bad_keys_seen(current: int, previous: int, now: float) -> tuple[float, int]:
 
 def _refuse_if_over(current: int, previous: int, now: float) -> None:
     seen, wait = bad_keys_seen(current, previous, now)
-    if seen >= load_settings().bad_keys_per_minute:
+    if seen >= config.bad_keys_per_minute():
         raise Throttled(f"too many requests with keys that are not valid from this address;"
                         f" try again in {wait} s", retry_after=wait)
 
