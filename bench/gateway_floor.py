@@ -29,8 +29,8 @@ HANDLER = '''import json
 import os
 
 LINE = os.environ.get("FLOOR_LOG_LINE")
-BODY = json.dumps({"results": [], "floor": True, "pad": ""})
-BODY = BODY.replace('"pad": ""', '"pad": "' + "x" * max(0, int(os.environ.get("FLOOR_BODY_BYTES", 0)) - len(BODY)) + '"')
+PADDING = max(0, int(os.environ.get("FLOOR_BODY_BYTES", 0)) - len(json.dumps({"results": [], "floor": True, "pad": ""})))
+BODY = json.dumps({"results": [], "floor": True, "pad": "x" * PADDING})
 RESPONSE = {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": BODY}
 
 

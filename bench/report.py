@@ -296,7 +296,7 @@ def provenance(quick: bool) -> list[str]:
     scripts were run again mixes runs, and says so."""
     suffix = "-quick" if quick else ""
     written = {}
-    for path in sorted((ROOT / ".kb" / "bench-results").glob("*.json")):
+    for path in (ROOT / ".kb" / "bench-results").glob("*.json"):
         if path.stem.endswith("-quick") == bool(quick) and "alternating" not in path.stem and path.stem != "benchmarks":
             written[path.stem.removesuffix(suffix)] = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
     if not written:
