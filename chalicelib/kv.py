@@ -24,16 +24,26 @@ def redis_client(timeout: float = 0.25) -> Optional[redis.Redis]:
 # What this request read from Redis before its view ran (http.authenticated reads the keys a
 # view will read in the request's first round trip): key -> value, None where absent.
 _read_ahead: ContextVar[Optional[dict[str, Optional[bytes]]]] = ContextVar("kb_read_ahead", default=None)
+# The keys' generation (auth/keys.py) the same round trip read: what the caller was checked under.
+_keys_generation: ContextVar[Optional[str]] = ContextVar("kb_keys_generation", default=None)
 
 
 @contextmanager
-def reading_ahead(values: dict[str, Optional[bytes]]) -> Iterator[None]:
-    """While the view runs: the values its request read ahead."""
-    token = _read_ahead.set(dict(values))
+def reading_ahead(values: dict[str, Optional[bytes]], keys_generation: Optional[str] = None) -> Iterator[None]:
+    """While the view runs: the values its request read ahead, and the keys' generation it
+    read (None when Redis did not answer)."""
+    token, generation = _read_ahead.set(dict(values)), _keys_generation.set(keys_generation)
     try:
         yield
     finally:
         _read_ahead.reset(token)
+        _keys_generation.reset(generation)
+
+
+def keys_generation() -> Optional[str]:
+    """The keys' generation this request read in its first round trip; None outside such a
+    request (direct invokes, MCP, the pipeline) or when Redis did not answer."""
+    return _keys_generation.get()
 
 
 def read_ahead(keys: Sequence[str]) -> Optional[list[Optional[bytes]]]:

@@ -3,7 +3,7 @@ into the caller it names. Only a SHA-256 of a key is stored; the key is shown on
 
 A worker remembers the caller a key named for limits.KEY_REMEMBERED_SECONDS, under the
 keys' generation in Redis that it read before asking the database: every revocation,
-rotation and change of a user's role moves that generation once committed, and each
+rotation and change of a user's role or groups moves that generation once committed, and each
 request reads it in its one Redis round trip (throttle.check), so a revoked key is
 refused from its next request in every worker. With Redis unreachable nothing is
 remembered (every request asks the database); a key that expires, or a change made
@@ -62,7 +62,9 @@ def issue_key(org_name: str, user_name: str, role: Optional[str] = None, *,
         user = tenants.ensure_user(conn, org_id, user_name, role, groups)
         row = tenants.insert_api_key(conn, user["id"], digest, prefix, name="make key", expires_in=None,
                                      rate_per_second=rate_per_second)
-    if role is not None:  # an existing user's role may have changed: their other keys too
+    if role is not None or groups is not None:
+        # An existing user's may have changed: their other keys, and what they may read
+        # (kb_access_allows reads their groups), are checked again from the next request.
         keys_changed()
     return Principal(user_id=user["id"], org_id=org_id, role=user["role"], key_id=row["id"],
                      rate_per_second=rate_per_second), key
@@ -111,8 +113,9 @@ def _find_principal(digest: str) -> Optional[dict]:
 
 
 def keys_changed() -> None:
-    """After a key was revoked or a user's role changed (committed): every worker's remembered
-    callers are checked against the database again from their next request."""
+    """After a key was revoked or a user's role or groups changed (committed): every worker's
+    remembered callers, and the views of knowledge bases remembered for them
+    (access.searchable), are checked against the database again from their next request."""
     _remembered.clear()
     client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None:

@@ -24,14 +24,14 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from chalicelib import limits, metrics
-from chalicelib.auth import Principal
+from chalicelib.auth import Principal, access
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
 from chalicelib.retrieval import bm25, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import Fitted, pack, summarise
 from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
-from chalicelib.storage import acting_for, chunks, connection, db, knowledge_bases, terms
+from chalicelib.storage import acting_for, chunks, db, terms
 from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
 
@@ -43,16 +43,16 @@ _BESIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="beside")
 
 def search(principal: Principal, request: SearchRequest) -> SearchResult:
     """Raises NotFound naming the first knowledge base the caller cannot see. The caller's
-    view of the knowledge bases is read from the database before a cached answer is used (also
-    one its request read ahead), so a knowledge base it may no longer see is a 404 even while
-    an answer about it is cached."""
+    view of the knowledge bases is checked before a cached answer is used (access.searchable:
+    from the database, or as the worker remembers it under the counters the answer was read
+    with), so a knowledge base it may no longer see is a 404 even while an answer about it is
+    cached."""
     started = time.monotonic()
-    with connection() as conn:
-        kbs = knowledge_bases.visible_by_ids(conn, principal, list(request.knowledge_base_ids))
+    read = results_cache.lookup(principal, request)
+    kbs = access.searchable(principal, request.knowledge_base_ids, read.generations if read is not None else None)
     missing = set(request.knowledge_base_ids) - {kb["id"] for kb in kbs}
     if missing:
         raise NotFound.thing("knowledge base", sorted(missing)[0])
-    read = results_cache.lookup(principal, request)
     result = read.found if read is not None else None
     if result is None:
         result = _search(principal, request, kbs)
