@@ -50,6 +50,9 @@ def stage_unthrottled():
     api_id, stage = url.split("/restapis/", 1)[1].split("/")[:2]
     client = aws_client("apigateway")
     own = client.get_stage(restApiId=api_id, stageName=stage).get("methodSettings", {}).get("*/*", {})
+    if own.get("throttlingRateLimit") is None or own.get("throttlingBurstLimit") is None:
+        yield None, None  # no throttle to lift
+        return
 
     def throttle(rate, burst) -> None:
         client.update_stage(restApiId=api_id, stageName=stage, patchOperations=[
@@ -60,8 +63,7 @@ def stage_unthrottled():
     try:
         yield own.get("throttlingRateLimit"), own.get("throttlingBurstLimit")
     finally:
-        if own:
-            throttle(own["throttlingRateLimit"], own["throttlingBurstLimit"])
+        throttle(own["throttlingRateLimit"], own["throttlingBurstLimit"])
 
 
 def _timed_post(session, url: str, key: str, body: dict):

@@ -41,9 +41,12 @@ def reading_ahead(values: dict[str, Optional[bytes]], keys_generation: Optional[
 
 
 def keys_generation() -> Optional[str]:
-    """The keys' generation this request read in its first round trip; None outside such a
-    request (direct invokes, MCP, the pipeline) or when Redis did not answer."""
-    return _keys_generation.get()
+    """The keys' generation this request read in its first round trip, handed out once (a
+    batch's later searches come after it, and read the database); None outside such a request
+    (direct invokes, the pipeline), when Redis did not answer, or once handed out."""
+    generation = _keys_generation.get()
+    _keys_generation.set(None)
+    return generation
 
 
 def read_ahead(keys: Sequence[str]) -> Optional[list[Optional[bytes]]]:

@@ -91,13 +91,21 @@ def kb_to_manage(conn, principal: Principal, kb_id: str, action: str, *, for_upd
 # caller's view of them, until when); see searchable().
 _searchable: dict[tuple, tuple[tuple[dict, ...], float]] = {}
 _SEARCHABLE_MAX = 1000  # views a worker remembers; beyond, it starts over
-db.on_new_connection(_searchable.clear)
+
+
+def forget_views() -> None:
+    """This worker's remembered views, all (the others see the keys' generation move)."""
+    _searchable.clear()
+
+
+db.on_new_connection(forget_views)
 
 
 def searchable(principal: Principal, kb_ids: Sequence[str], counters: Optional[tuple[int, ...]]) -> list[dict]:
     """The knowledge bases of kb_ids the caller sees (the rest left out), as a search reads
     them. With the knowledge bases' counters (freshness) and the keys' generation that this
-    request read from Redis, a view in which the caller saw them all is remembered by the
+    request read from Redis (its first search only: kv.keys_generation is handed out once, so a
+    batch's later searches read the database), a view in which the caller saw them all is remembered by the
     worker for limits.KEY_REMEMBERED_SECONDS under both: a change of a knowledge base's
     visibility or access lists, or its deletion, moves its counter, and a change of a user's
     role or groups (which kb_access_allows reads) moves the generation, once committed; so it

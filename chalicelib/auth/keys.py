@@ -19,7 +19,7 @@ from typing import Optional
 import redis
 
 from chalicelib import limits
-from chalicelib.auth.access import require_admin
+from chalicelib.auth.access import forget_views, require_admin
 from chalicelib.auth.principal import Principal
 from chalicelib.errors import Forbidden, NotFound, Transient
 from chalicelib.kv import redis_client
@@ -117,6 +117,7 @@ def keys_changed() -> None:
     remembered callers, and the views of knowledge bases remembered for them
     (access.searchable), are checked against the database again from their next request."""
     _remembered.clear()
+    forget_views()
     client = redis_client(limits.RATE_LIMIT_REDIS_TIMEOUT_SECONDS)
     if client is None:
         return
