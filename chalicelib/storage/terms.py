@@ -282,7 +282,10 @@ class BlockPostings:
         if not asked:
             return found
         # Each column joined into one bytea a term, as the blocks' postings are: parsing
-        # array_agg's text cost 9 ms for a question's 2,500 blocks at a million chunks.
+        # array_agg's text cost 9 ms for a question's 2,500 blocks at a million chunks. The
+        # server's cost is then the rows: the 6,653 blocks of the three commonest terms at a
+        # million chunks take 0.6 ms to scan and 2.3 more to join, in one aggregate or four,
+        # ordered or not; only a term's directory kept whole in one row would save that.
         with self.conn.cursor(binary=True) as cur:
             rows = cur.execute(
                 "SELECT term, string_agg(int8send(first_id), ''::bytea ORDER BY first_id) AS first,"
