@@ -439,7 +439,12 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
               "| concurrent clients | requests/s | p50 ms | p95 ms |", "|---|---|---|---|"]
     for row in ours["throughput"]:
         lines.append(f"| {row['clients']} | {row['perSecond']:.1f} | {row['p50']:.1f} | {row['p95']:.1f} |")
-    lines += ["", "On two cores the emulator, the Lambda workers, PostgreSQL and the clients share the same CPUs.", ""]
+    lines += ["", "On two cores the emulator, the Lambda workers, PostgreSQL and the clients share the same CPUs."]
+    if not all(row.get("stageThrottleLifted") for row in ours["throughput"]):
+        lines += ["These results were measured under the stage's throttle (`ApiThrottleRate`/`ApiThrottleBurst`, 200/s "
+                  "with bursts of 400: at most 227 requests/s over 15 s), and a client that met its 429 stopped; the "
+                  "service's own figures are under “The API's own overhead”, measured with the throttle lifted."]
+    lines.append("")
     if ours.get("coldBursts"):
         lines += ["Cold bursts: every warm API worker is recycled first (an environment change, as a deploy does), "
                   "then all clients search at once with new queries, so workers start and embeddings are computed.",

@@ -408,8 +408,10 @@ def api_throughput(kb, key: str, sample, seconds: float) -> list[dict]:
     """The service's own throughput: its stage's throttle lifted (api.stage_unthrottled)."""
     import api
 
-    with api.api_pointed_at(os.environ["DATABASE_URL"], os.environ["REDIS_URL"]), api.stage_unthrottled():
-        return [api.throughput(kb["id"], key, sample, clients, seconds) for clients in (1, 4, 16)]
+    with api.api_pointed_at(os.environ["DATABASE_URL"], os.environ["REDIS_URL"]), api.stage_unthrottled() as own:
+        lifted = own != (None, None)
+        return [{**api.throughput(kb["id"], key, sample, clients, seconds), "stageThrottleLifted": lifted}
+                for clients in (1, 4, 16)]
 
 
 def api_cold_bursts(kb, key: str, sample, sizes: tuple[int, ...]) -> list[dict]:
