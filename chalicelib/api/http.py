@@ -117,7 +117,8 @@ def authenticated(blueprint, respond: Callable[[errors.ServiceError], Response] 
                 if not checked.taken:
                     throttle.take(principal, token)
                 _check_path(kwargs)
-                with acting_for(principal.org_id, principal.user_id), kv.reading_ahead(checked.ahead, checked.keys_generation):
+                with acting_for(principal.org_id, principal.user_id), \
+                        kv.reading_ahead(checked.ahead, checked.keys_generation):
                     return view(principal, *args, **kwargs)  # what the database lets the request see
             except errors.ServiceError as err:
                 if status_of(err) >= 500:
