@@ -217,7 +217,8 @@ def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int)
     query = bm25.query(stats, words)
     match = policy.web_query(request.query)
     if match is None:
-        source, depth = terms.BlockPostings(conn, kb_ids, query.terms, stats.blocks_versions), pool
+        source = terms.BlockPostings(conn, kb_ids, query.terms, stats.blocks_versions, stats.document_frequency)
+        depth = pool
         for _ in range(2):
             ranked = bm25.top(query, source, depth)
             rows = chunks.keyword_rows(conn, principal, kb_ids=kb_ids, top_k=pool, filters=request.filters,

@@ -3,6 +3,7 @@ and the slicing of blocks out of a kept term (_inside)."""
 import numpy as np
 import pytest
 
+from chalicelib.storage import terms
 from chalicelib.storage.terms import Directory, Postings, PostingsCache, _inside, _widened
 
 
@@ -69,3 +70,29 @@ def test_blocks_of_several_knowledge_bases_give_each_posting_once():
     got = _inside(mine, d, np.array([10, 15, 55]))
     assert got.ids.tolist() == [10, 20, 30, 40]
     assert _inside(mine, d, np.array([55])).ids.tolist() == []
+
+
+@pytest.mark.parametrize("ids, tfs, dls", [
+    ([5, 6, 9, 70_000], [1, 2, 3, 255], [10, 300, 7, 65_535]),  # a step past 2 bytes, lengths in 2
+    ([3, 2**33, 2**33 + 1], [1, 1, 70_000], [1, 1, 1]),  # a step past 4 bytes, frequencies in 4
+    ([42], [1], [12]),
+    ([], [], []),
+])
+def test_postings_shared_through_redis_read_back_as_they_were(ids, tfs, dls):
+    p = terms.Postings(np.array(ids, np.int64), np.array(tfs, float), np.array(dls, float))
+    data = bytes(terms._to_shared(p))
+    back = terms._from_shared(data)
+    assert back.ids.tolist() == ids and back.tfs.tolist() == tfs and back.dls.tolist() == dls
+    assert back.ids.dtype == np.int64
+    with pytest.raises(ValueError):
+        terms._from_shared(data[:-1] if ids else data + b"\0")
+
+
+def test_directories_shared_through_redis_read_back_as_they_were():
+    d = terms.Directory(np.array([1, 200], np.int64), np.array([150, 260], np.int64), np.array([3.0, 1.0]),
+                        np.array([12.0, 40.0]))
+    data = terms._directory_to_shared(d)
+    back = terms._directory_from_shared(data)
+    assert [a.tolist() for a in (back.first, back.last, back.max_tf, back.min_dl)] == [[1, 200], [150, 260], [3, 1], [12, 40]]
+    with pytest.raises(ValueError):
+        terms._directory_from_shared(data[:-4])
