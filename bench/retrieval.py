@@ -205,7 +205,11 @@ def _copy_synthetic_document(conn, kb_id: str, doc_id: str, picks, sentences: li
                 copy.write_row((doc_id, kb_id, i, text, 0, len(text), len(text) // 4, 384, vector))
 
 
-def latency(principal, kb, queries, strategy: str, cached: bool) -> list[float]:
+def latency(principal, kb, queries, strategy: str, cached: bool, shared: bool = False) -> list[float]:
+    """shared: each question asked once untimed first, so that Redis holds the BM25 blocks the
+    service shares between workers (storage/terms.py, SharedBlocks), then only the answers
+    cleared: a worker that has kept nothing (common.nothing_kept) then times what it reads
+    from there."""
     import redis
 
     from chalicelib.retrieval import SearchRequest, search
@@ -215,7 +219,10 @@ def latency(principal, kb, queries, strategy: str, cached: bool) -> list[float]:
     times = []
     for q in queries:
         request = SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=10, strategy=strategy)
-        if cached:  # a semantic search caches the query's embedding, cheaply at any size
+        if shared:
+            search(principal, request)
+            client.delete(*client.keys("kb:answer:*") or ["kb:answer:none"])
+        elif cached:  # a semantic search caches the query's embedding, cheaply at any size
             search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=1,
                                             strategy="semantic"))
             # but not the answer: the runs after the first would time the results cache's
@@ -359,9 +366,13 @@ def service_latency(principal, kb, sample, runs: int) -> dict:
                 out[f"{strategy}/{'hit' if cached else 'miss'}"] = _over_runs(
                     [latency(principal, kb, sample, strategy, cached) for _ in range(runs)])
     # The rows above are a warm worker's, which keeps the BM25 blocks it has read (the runs and
-    # the quality passes before them read every question's terms); "cold" is keyword search by a
-    # worker that has kept none, as its first searches are.
+    # the quality passes before them read every question's terms). By a worker that has kept
+    # none, as its first searches are: "shared", reading the common terms' blocks other workers
+    # shared through Redis; "cold", with Redis emptied too (a term's first search after a
+    # compaction), which also pays for sharing them.
     with as_the_functions(principal), nothing_kept():
+        out["keyword/shared"] = _over_runs([latency(principal, kb, sample, "keyword", False, shared=True)
+                                            for _ in range(runs)])
         out["keyword/cold"] = _over_runs([latency(principal, kb, sample, "keyword", False) for _ in range(runs)])
     return out
 
