@@ -272,7 +272,8 @@ SHARED = SharedBlocks(limits.BM25_SHARED_MIN_POSTINGS, limits.BM25_SHARED_SECOND
 
 
 def _shared_key(kind: str, kb_id: str, version: int, term: str) -> str:
-    return f"kb:bm25:{kb_id}:{version}:{kind}:{term}"
+    """Named by _to_shared's layout too (1), so a deployment that changes it reads none of the old."""
+    return f"kb:bm25:1:{kb_id}:{version}:{kind}:{term}"
 
 
 # A term's postings as shared: first id, count and the three arrays' dtypes, then the ids as
@@ -481,8 +482,8 @@ class BlockPostings:
         """What other workers shared of these terms ('postings' or 'directory'), each
         knowledge base's, for the terms all of whose are there. The first time a search asks,
         it reads from SHARED both of every term of the question worth sharing that this worker
-        has not kept, in one round trip (one a read cost a search 2.2 ms on average at a million
-        chunks, most of it waiting behind the others)."""
+        has not kept, in one round trip (a round trip a read cost a search 2.2 ms on average at a
+        million chunks with Redis emptied before each, one 0.3 ms)."""
         versions = list(self._versions.items()) if self._versions else []
         if self._shared_values is None:
             kept = tuple(sorted(versions))
