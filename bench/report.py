@@ -720,12 +720,14 @@ def scale_only() -> None:
     figures |= {"bm25Agreement": bm25_agreement_json(ours),
                 "peers": peers_json(ours), "qualityAtScale": quality_at_scale_json(ours)}
     figures_file.write_text(json.dumps(figures, indent=1) + "\n")
-    report = report_file.read_text().split("\n" + SCALE_HEADING)[0].rstrip("\n")
+    report, _, rest = report_file.read_text().partition("\n" + SCALE_HEADING)
+    after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""  # the sections after it (chunking) stay
     made = datetime.fromtimestamp((ROOT / ".kb" / "bench-results" / "retrieval.json").stat().st_mtime, timezone.utc)
     section = scale_section(ours)
     section[1:1] = ["", f"From `bench/retrieval.py` alone on {made:%Y-%m-%d} (`bench/report.py --scale-only`), "
                         "after the rest of this report."]
-    report_file.write_text(report + "\n\n" + "\n".join(section))
+    report_file.write_text(report.rstrip("\n") + "\n\n" + "\n".join(section).rstrip("\n") + "\n"
+                           + ("\n## " + after if after else ""))
     print(f"wrote the scale figures into {report_file} and {figures_file}")
 
 
