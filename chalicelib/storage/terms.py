@@ -352,7 +352,11 @@ class BlockPostings:
         self._versions = {kb: versions[kb] for kb in self.kb_ids if kb in versions} if versions else None
         self._tail: dict[str, list[dict]] = {}
         self._directory: dict[str, Optional[Directory]] = {}
-        self._shared_terms = {t for t, n in (frequencies or {}).items() if n >= SHARED.min_postings} if self._versions else set()
+        # The question's terms only (a long one's commonest beyond bm25.TERMS_MAX are not read),
+        # each read ahead from SHARED once a search.
+        frequencies = frequencies or {}
+        self._shared_terms = {t for t in (self.terms or frequencies) if frequencies.get(t, 0) >= SHARED.min_postings} \
+            if self._versions else set()
         self._from_shared: dict[str, list[Postings]] = {}  # postings this search read from SHARED
         self._shared_values: Optional[dict[str, Optional[bytes]]] = None  # what it asked SHARED, once
 

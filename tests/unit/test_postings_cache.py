@@ -96,3 +96,16 @@ def test_directories_shared_through_redis_read_back_as_they_were():
     assert [a.tolist() for a in (back.first, back.last, back.max_tf, back.min_dl)] == [[1, 200], [150, 260], [3, 1], [12, 40]]
     with pytest.raises(ValueError):
         terms._directory_from_shared(data[:-4])
+
+
+def test_a_search_asks_redis_once_for_its_own_common_terms_only(monkeypatch):
+    """Not for a rare term (SQL is cheaper), nor for a long question's commonest terms beyond
+    bm25.TERMS_MAX, which the search never reads (statistics hold every word of the question)."""
+    asked = []
+    monkeypatch.setattr(terms.SHARED, "min_postings", 100)
+    monkeypatch.setattr(terms.SHARED, "get", lambda keys: asked.append(keys) or [None] * len(keys))
+    source = terms.BlockPostings(None, ["kb"], ("rare", "common"), {"kb": 7},
+                                 {"rare": 5, "common": 500, "beyond-the-limit": 900})
+    assert source._shared("postings", ["rare", "common"]) == {} and source._shared("directory", ["common"]) == {}
+    assert len(asked) == 1
+    assert sorted(asked[0]) == sorted(terms._shared_key(kind, "kb", 7, "common") for kind in ("postings", "directory"))
