@@ -106,6 +106,7 @@ def test_a_search_asks_redis_once_for_its_own_common_terms_only(monkeypatch):
     monkeypatch.setattr(terms.SHARED, "get", lambda keys: asked.append(keys) or [None] * len(keys))
     source = terms.BlockPostings(None, ["kb"], ("rare", "common"), {"kb": 7},
                                  {"rare": 5, "common": 500, "beyond-the-limit": 900})
-    assert source._shared("postings", ["rare", "common"]) == {} and source._shared("directory", ["common"]) == {}
+    assert source._shared("postings", ["rare", "common"], terms._from_shared) == {}
+    assert source._shared("directory", ["common"], terms._directory_from_shared) == {}
     assert len(asked) == 1
     assert sorted(asked[0]) == sorted(terms._shared_key(kind, "kb", 7, "common") for kind in ("postings", "directory"))
