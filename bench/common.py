@@ -114,6 +114,11 @@ def as_the_functions(principal):
         db.reset()
 
 
+def forget_answers(client) -> None:
+    """The results cache's answers gone from Redis, nothing else (query embeddings, shared BM25 blocks)."""
+    client.delete(*client.keys("kb:answer:*") or ["kb:answer:none"])
+
+
 @contextmanager
 def nothing_kept():
     """The service as a worker's first searches find it: no BM25 blocks kept from earlier ones

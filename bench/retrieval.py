@@ -29,7 +29,7 @@ import statistics
 import time
 
 import peers_scale
-from common import (as_the_functions, corpus, nothing_kept, two_logins, dedupe, drop_database, embed_corpus, fresh_database, percentile, quality,
+from common import (as_the_functions, corpus, forget_answers, nothing_kept, two_logins, dedupe, drop_database, embed_corpus, fresh_database, percentile, quality,
                     queries_and_qrels, save_results)
 
 STRATEGIES = ("semantic", "keyword", "hybrid")
@@ -221,13 +221,13 @@ def latency(principal, kb, queries, strategy: str, cached: bool, shared: bool = 
         request = SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=10, strategy=strategy)
         if shared:
             search(principal, request)
-            client.delete(*client.keys("kb:answer:*") or ["kb:answer:none"])
+            forget_answers(client)
         elif cached:  # a semantic search caches the query's embedding, cheaply at any size
             search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=1,
                                             strategy="semantic"))
             # but not the answer: the runs after the first would time the results cache's
             # (0.7 ms at every size in the reports of 2026-11-26), not a search
-            client.delete(*client.keys("kb:answer:*") or ["kb:answer:none"])
+            forget_answers(client)
         else:
             client.flushdb()
         started = time.perf_counter()
