@@ -12,17 +12,26 @@ its owner and the organisation's admins; an agent belongs to its owner and the a
 Ownership never outranks the role: an owner who is now a viewer changes nothing.
 """
 import time
+from dataclasses import replace
 from typing import Optional, Sequence
 
 from chalicelib import kv, limits
 from chalicelib.auth.principal import Principal
 from chalicelib.errors import Forbidden, NotFound
-from chalicelib.storage import connection, db, knowledge_bases
+from chalicelib.storage import connection, db, knowledge_bases, tenants
 
 
 def require_writer(principal: Principal, action: str) -> None:
     if principal.role == "viewer":
         raise Forbidden(f"a viewer cannot {action}; an admin can make you an editor")
+
+
+def current_principal(principal: Principal) -> Principal:
+    """The caller with the role their user holds now (a viewer's, once the user is gone): what
+    work that outlives its request (a job) decides by when it acts."""
+    with connection() as conn:
+        role = tenants.user_role(conn, principal.user_id)
+    return replace(principal, role=role or "viewer")
 
 
 def require_admin(principal: Principal, action: str) -> None:

@@ -16,11 +16,11 @@ from typing import Optional
 
 from chalicelib import freshness, limits
 from chalicelib.auth import Principal
-from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
+from chalicelib.auth.access import ENTRY_LEVELS, current_principal, kb_to_write, widest_entry_level
 from chalicelib.documents.entries import Knowledge, rewrite_entry, store_entry
 from chalicelib.documents.entry_text import rebuild
 from chalicelib.embeddings import get_provider
-from chalicelib.errors import BadUpstream, Invalid, NotFound
+from chalicelib.errors import BadUpstream, Forbidden, Invalid, NotFound
 from chalicelib.llm import ChatModel, Message, chat_model
 from chalicelib.retrieval import policy
 from chalicelib.storage import acting_for, agents, chunks, connection, documents, entry_chunks
@@ -173,12 +173,19 @@ def check_access(principal: Principal, agent_id: str, knowledge_base_id: str) ->
         return kb_to_write(conn, principal, knowledge_base_id, "write entries")
 
 
+def as_now(principal: Principal, agent_id: str, knowledge_base_id: str) -> tuple[Principal, dict]:
+    """The caller with the role they hold now, and the knowledge base, if they may still write
+    it: an extraction run as a job writes with the role its user has when it writes, not the
+    one they had when they asked."""
+    now = current_principal(principal)
+    return now, check_access(now, agent_id, knowledge_base_id)
+
+
 def extract(principal: Principal, agent_id: str, conversation: Conversation,
             model: Optional[ChatModel] = None, job_id: Optional[str] = None) -> Extraction:
     kb = check_access(principal, agent_id, conversation.knowledge_base_id)
     model = model or chat_model()
     items, dropped = _ask(model, conversation)
-    widest = ENTRY_LEVELS.index(widest_entry_level(principal))
     provider = get_provider(kb["embedding_provider"], kb["embedding_model"])
     outcomes = list(dropped)
     source = {"source": "extraction", "agentId": agent_id, "userId": principal.user_id,
@@ -186,10 +193,16 @@ def extract(principal: Principal, agent_id: str, conversation: Conversation,
               "extractedAt": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if job_id:
         source["jobId"] = job_id
-    for item in items:
+    for at, item in enumerate(items):
         if item.confidence < conversation.min_confidence:
             outcomes.append(Outcome(item, "dropped", reason=f"confidence below {conversation.min_confidence:g}"))
             continue
+        try:  # the model may take minutes: each write is allowed by the role its user holds now
+            principal, kb = as_now(principal, agent_id, kb["id"])
+        except (Forbidden, NotFound) as err:
+            outcomes += [Outcome(i, "dropped", reason=f"not written: {err.message}") for i in items[at:]]
+            break
+        widest = ENTRY_LEVELS.index(widest_entry_level(principal))
         if ENTRY_LEVELS.index(item.level) > widest:
             item = Item(item.title, item.content, item.type, ENTRY_LEVELS[widest], item.confidence)
         provenance = {**source, "confidence": item.confidence, "content": item.content}

@@ -35,6 +35,11 @@ def ensure_user(conn: psycopg.Connection, org_id: str, name: str, role: Optional
     ).fetchone()
 
 
+def user_role(conn: psycopg.Connection, user_id: str) -> Optional[str]:
+    row = conn.execute("SELECT role FROM users WHERE id = %s", (user_id,)).fetchone()
+    return row["role"] if row else None
+
+
 def insert_api_key(conn: psycopg.Connection, user_id: str, key_hash: str, key_prefix: str, *, name: str,
                    expires_in: Optional[timedelta], rate_per_second: Optional[int] = None) -> dict:
     key_id = new_id("key")

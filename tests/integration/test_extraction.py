@@ -198,6 +198,50 @@ def test_a_job_runs_once_and_keeps_its_result(team, openai_llm):
     assert err.value.code == "NOT_FOUND"
 
 
+class RoleChangingChatServer(OpenAIChatServer):
+    """Answers as OpenAIChatServer, after making `user` of `org` a `role` on the first request:
+    an admin changing a role while a job waits on its model."""
+
+    def __init__(self, answers, org: str, user: str, role: str):
+        super().__init__(answers)
+        self.change = (org, user, role)
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        if self.change:
+            org, user, role = self.change
+            issue_key(org, user, role=role)
+            self.change = None
+        return super().reply(body)
+
+
+@pytest.mark.parametrize("now, written", [("viewer", {}), ("editor", {"Billing database": "organisation"})])
+def test_a_job_writes_with_the_role_its_user_holds_when_it_writes(team, monkeypatch, now, written):
+    """Made a viewer while the job's model answered: the job writes nothing. An admin made an
+    editor: what it writes is bounded by the editor's widest level, not the admin's."""
+    before = "editor" if now == "viewer" else "admin"
+    user = {"editor": "ed", "admin": "ann"}[before]
+    principal = team["editor"] if before == "editor" else team["admin"]
+    agent = service.create_agent(principal, name="Own assistant", description="", tools=[])
+    with RoleChangingChatServer([json.dumps(ITEMS)], org_name(principal), user, now) as server:
+        monkeypatch.setenv("LLM_PROVIDER", "openai")
+        monkeypatch.setenv("LLM_MODEL", "gpt-local")
+        monkeypatch.setenv("LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("LLM_API_KEY", "sk-local")
+        with connection() as conn:
+            job = job_rows.insert(conn, principal, job_id=f"job_{secrets.token_hex(8)}",
+                                  agent_id=agent["id"], request=_conversation(team["kb"]["id"]).as_json())
+        count = len(_entries(team["kb"]["id"]))
+        assert jobs.run({"jobId": job["id"], "orgId": principal.org_id})["status"] == "SUCCEEDED"
+    result = jobs.get(principal, agent["id"], job["id"])["result"]
+    created = {c["title"]: c["level"] for c in result["created"]}
+    if now == "viewer":
+        assert result["counts"]["created"] == result["counts"]["merged"] == 0, result
+        assert len(_entries(team["kb"]["id"])) == count
+        assert [d["reason"][:12] for d in result["dropped"]] == ["not written:"] * 4, result
+    else:
+        assert {t: created.get(t) for t in written} == written, result
+
+
 def test_a_job_whose_function_ended_without_a_word_is_failed_by_the_sweep(team):
     from chalicelib.documents.reconcile import fail_stalled_extractions
 
