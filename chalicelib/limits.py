@@ -37,6 +37,10 @@ BATCH_QUERIES_MAX = 20  # POST /search/batch: searches per request, run one afte
 # A search's answer stays in Redis this long (seed 003's cache), unless a write to one of
 # its knowledge bases comes first (chalicelib/freshness.py).
 RESULTS_CACHE_TTL_SECONDS = 3600
+# Cached answers are served only while a gate key of this lifetime is in Redis: a change that
+# could not be marked there (Redis away) is marked before the gate opens again, so no answer
+# outlives a write by more than this (chalicelib/freshness.py).
+RESULTS_CACHE_GATE_SECONDS = 10
 # fields: ["summary"] answers each passage's first sentences up to this many tokens
 # (seed 003's lazy loading; GET .../chunks/{chunkId} gives the whole text).
 PASSAGE_SUMMARY_TOKENS = 40

@@ -31,8 +31,8 @@ class Lookup:
 
 
 def lookup(principal: Principal, request: SearchRequest) -> Optional[Lookup]:
-    """None when the answer is not to be cached: a debug search, or no Redis. The counters
-    and the stored answer come in one round trip: the answer is kept with the counters it
+    """None when the answer is not to be cached: a debug search, no Redis, or a gate that
+    could not be opened (freshness.reopen). The counters, the gate and the stored answer come in one round trip: the answer is kept with the counters it
     was computed under, and one stored under others is a miss (at 3 round trips a cached
     search, each one was ~0.3 ms of ~4 on a quiet machine and several ms under load,
     bench/api_overhead.py). No round trip of its own when its request read them ahead
@@ -55,13 +55,18 @@ def lookup(principal: Principal, request: SearchRequest) -> Optional[Lookup]:
         return None
     *counters, found = read
     generations = freshness.counted(counters)
+    if not freshness.is_open(counters):
+        # Changes Redis missed may be noted in the database: marked before anything cached is
+        # served again. This search's answer may be kept (under the counters read before: one
+        # reopen() moved is a miss from now on).
+        return Lookup(key=key, generations=generations, found=None) if freshness.reopen() else None
     stored = json.loads(found) if found is not None else None
     current = stored is not None and tuple(stored["generations"]) == generations
     return Lookup(key=key, generations=generations, found=_decoded(stored["result"]) if current else None)
 
 
 def keys_to_read(principal: Principal, request: SearchRequest) -> tuple[str, ...]:
-    """What lookup() reads: the knowledge bases' counters, then the answer's key; none for a
+    """What lookup() reads: the knowledge bases' counters and the gate, then the answer's key; none for a
     search that is not cached."""
     if request.debug:
         return ()

@@ -189,6 +189,45 @@ def test_results_cache_degrades_to_none_when_redis_is_down_or_goes_away(filled_k
     assert "results cache unavailable" in caplog.text and "could not mark" in caplog.text
 
 
+def test_no_cached_answer_outlives_a_delete_made_while_redis_was_away(filled_kb, monkeypatch):
+    """The delete's bump (an entry's: no S3 here) cannot reach Redis: it is noted in PostgreSQL, and once the gate has
+    lapsed (limits.RESULTS_CACHE_GATE_SECONDS, 1 s here) the next search marks it in Redis
+    before any cached answer is served: the deleted passage is not answered again."""
+    from chalicelib import freshness, limits
+    from chalicelib.documents.service import delete_document
+    from chalicelib.kv import redis_client
+
+    principal, kb = filled_kb
+    monkeypatch.setattr(limits, "RESULTS_CACHE_GATE_SECONDS", 1)
+    redis_client().delete(freshness.GATE)  # as when it lapsed: the next search opens it for 1 s
+    from chalicelib.documents import entries
+
+    doc_id = entries.create_entry(principal, kb["id"], title="Sourdough", metadata={},
+                                  content="Sourdough bread rises overnight in a cool kitchen.").id
+    request = SearchRequest((kb["id"],), "how does sourdough bread rise?", 3)
+    answers = [search(principal, request) for _ in range(2)]
+    assert [a["metadata"]["resultsCached"] for a in answers] == [False, True]
+    assert answers[1]["results"][0]["documentId"] == doc_id
+    redis_url = os.environ["REDIS_URL"]
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # Redis away for the delete
+    delete_document(principal, kb["id"], doc_id)
+    with connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM kb_unmarked_changes WHERE kb_id = %s",
+                            (kb["id"],)).fetchone()["n"] == 1
+    monkeypatch.setenv("REDIS_URL", redis_url)  # back, with the answer cached before the delete
+    import time
+    time.sleep(1.2)
+    after = search(principal, request)
+    assert after["metadata"]["resultsCached"] is False
+    assert doc_id not in [r["documentId"] for r in after["results"]]
+    # Kept under the counters read before the change was marked, that answer is a miss; the
+    # next one is kept and served.
+    assert [search(principal, request)["metadata"]["resultsCached"] for _ in range(2)] == [False, True]
+    with connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM kb_unmarked_changes WHERE kb_id = %s",
+                            (kb["id"],)).fetchone()["n"] == 0
+
+
 def test_a_cached_answer_is_read_in_one_round_trip_and_only_while_its_counters_are_current(filled_kb, monkeypatch):
     import redis
 
