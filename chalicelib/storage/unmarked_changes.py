@@ -16,9 +16,10 @@ def note(conn: psycopg.Connection, kb_ids: Sequence[str]) -> None:
 
 
 def take(conn: psycopg.Connection) -> Unmarked:
-    """What is noted, locked until the transaction ends (forget it once Redis is told); rows
-    another session holds are left to it."""
-    rows = conn.execute("SELECT id, kb_id FROM kb_unmarked_changes ORDER BY id FOR UPDATE SKIP LOCKED").fetchall()
+    """What is noted, locked until the transaction ends (forget it once Redis is told). Rows
+    another session holds are waited for, not skipped: once it has committed they are gone and
+    their counters moved, so what this session's caller reads next is current."""
+    rows = conn.execute("SELECT id, kb_id FROM kb_unmarked_changes ORDER BY id FOR UPDATE").fetchall()
     return Unmarked(rows=tuple(r["id"] for r in rows), kb_ids=tuple(sorted({r["kb_id"] for r in rows})))
 
 
