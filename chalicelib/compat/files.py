@@ -130,8 +130,8 @@ def list_files(principal: Principal, *, limit: int, after: Optional[str],
 def delete(principal: Principal, file_id: str) -> None:
     """The file's bytes, then its row (a delete stopped between the two is finished by the
     next); copies a vector store holds stay there (delete them from the store)."""
+    get(principal, file_id)  # another's file is not there (404) before a viewer may not delete (403)
     require_writer(principal, "delete files")
-    get(principal, file_id)
     client("s3").delete_object(Bucket=load_settings().bucket, Key=_key(principal, file_id))
     with connection() as conn:
         stored_files.delete(conn, principal, file_id)

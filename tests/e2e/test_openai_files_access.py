@@ -63,11 +63,10 @@ def test_a_file_is_listed_read_attached_and_deleted_by_its_uploader_alone(org):
         _not_found(other.call("GET", f"/v1/files/{file_id}"))
         _not_found(other.call("GET", f"/v1/files/{file_id}/content"))
         _not_found(other.call("GET", f"/v1/vector_stores/{private['id']}/files/{file_id}"))
-        if who == "viewer":  # a viewer writes nothing, whose file it is notwithstanding
-            assert other.call("DELETE", f"/v1/files/{file_id}").status_code == 403
+        _not_found(other.call("DELETE", f"/v1/files/{file_id}"))
+        if who == "viewer":  # creates no store: the file is not found first
             _not_found(other.call("POST", "/v1/vector_stores", {"file_ids": [file_id]}))
             continue
-        _not_found(other.call("DELETE", f"/v1/files/{file_id}"))
         stores_before = {s["id"] for s in _ok(other.call("GET", "/v1/vector_stores", params={"limit": 100}))["data"]}
         _not_found(other.call("POST", "/v1/vector_stores", {"name": "stolen", "file_ids": [file_id]}))
         stores_after = {s["id"] for s in _ok(other.call("GET", "/v1/vector_stores", params={"limit": 100}))["data"]}
@@ -107,6 +106,21 @@ def test_others_read_a_file_only_through_a_store_they_may_read(org):
     _not_found(colleague.call("POST", f"/v1/vector_stores/{mine['id']}/files", {"file_id": file_id}))
     _not_found(org["stranger"].call("GET", f"/v1/vector_stores/{shared['id']}/files/{file_id}"))
     assert viewer.call("DELETE", f"/v1/vector_stores/{shared['id']}/files/{file_id}").status_code == 403
+
+
+def test_an_uploader_made_a_viewer_reads_its_files_and_deletes_none(local_env):
+    """Ownership never outranks the role, as with a knowledge base."""
+    name = f"e2e-files-demoted-{secrets.token_hex(4)}"
+    new_key(local_env, name, "root")  # the organisation's first user, its admin
+    uploader = Api(local_env["KB_API_URL"], new_key(local_env, name, "olga"))
+    file_id = _ok(upload(uploader, "olga.md", NOTES))["id"]
+    demoted = Api(local_env["KB_API_URL"], new_key(local_env, name, "olga", role="viewer"))
+    assert file_id in _listed(demoted)
+    assert demoted.call("GET", f"/v1/files/{file_id}/content").text == NOTES.decode()
+    refused = demoted.call("DELETE", f"/v1/files/{file_id}")
+    assert refused.status_code == 403 and "viewer" in refused.json()["error"]["message"]
+    assert demoted.call("POST", "/v1/vector_stores", {"file_ids": [file_id]}).status_code == 403
+    assert file_id in _listed(demoted)
 
 
 def _ids(db, org_name: str, user: str) -> tuple[str, str]:
@@ -171,3 +185,14 @@ def test_file_content_is_plain_text_never_the_uploaders_type(org):
     assert answer.headers["X-Content-Type-Options"] == "nosniff"
     assert answer.headers["Content-Disposition"].startswith("attachment;")
     assert "page.html" in answer.headers["Content-Disposition"]
+
+
+def test_the_sdk_reads_a_files_content_as_before(org, local_env):
+    import openai
+
+    client = openai.OpenAI(base_url=local_env["KB_API_URL"] + "/v1", api_key=org["editor"].key, max_retries=0)
+    file_id = client.files.create(file=("sdk.md", NOTES), purpose="assistants").id
+    assert client.files.content(file_id).text == NOTES.decode()
+    stranger = openai.OpenAI(base_url=local_env["KB_API_URL"] + "/v1", api_key=org["colleague"].key, max_retries=0)
+    with pytest.raises(openai.NotFoundError):
+        stranger.files.content(file_id)
