@@ -57,6 +57,7 @@ def test_a_file_is_listed_read_attached_and_deleted_by_its_uploader_alone(org):
 
     mine = {who: _ok(upload(org[who], f"{who}.txt", f"{who}'s own words".encode()))["id"]
             for who in ("colleague", "admin", "stranger")}
+    assert upload(org["viewer"], "vi.txt", b"a viewer uploads nothing").status_code == 403
     for who in ("viewer", "colleague", "admin", "stranger"):
         other = org[who]
         assert file_id not in _listed(other), who
