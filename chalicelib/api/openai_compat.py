@@ -4,6 +4,7 @@ the mapping is chalicelib/compat/openai.py; errors are OpenAI's error object."""
 import json
 from email import policy
 from email.parser import BytesParser
+from urllib.parse import quote
 
 from chalice import Blueprint, Response
 
@@ -97,9 +98,7 @@ def list_files(principal):
     params = _params(("limit", "after", "order", "purpose"))
     compat.refuse_list_order(params)
     page, more = files.list_files(principal, limit=int_field(params.get("limit"), "limit", limits.OPENAI_LIST_PAGE),
-                                  after=params.get("after"))
-    if params.get("purpose"):
-        page = [f for f in page if f.purpose == params["purpose"]]
+                                  after=params.get("after"), purpose=params.get("purpose") or None)
     return answer(compat.list_page([_file_view(f) for f in page], more))
 
 
@@ -127,8 +126,11 @@ def file_content(principal, file_id):
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         raise Unsupported(f"file {file_id} is not text; its bytes are not served here") from None
-    return Response(body=text, status_code=200,
-                    headers={"Content-Type": stored.content_type or "application/octet-stream"})
+    # Never the uploader's type: served on the console's origin, text/html would be a page of
+    # theirs running there. Plain text the browser may not sniff, saved rather than shown.
+    return Response(body=text, status_code=200, headers={
+        "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff",
+        "Content-Disposition": f"attachment; filename*=UTF-8''{quote(stored.filename, safe='')}"})
 
 
 # ---- vector stores --------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Applies the versioned SQL files in migrations/ in order, each once; then the work on data
-a migration leaves for later (BM25 blocks in 0026's layout, packed a batch a transaction).
+a migration leaves for later (BM25 blocks in 0026's layout, packed a batch a transaction;
+the uploaders of /v1 files stored before 0033, recorded from their objects' metadata).
 
 Safe to run twice and from two processes at once: an advisory lock serialises
 runners and schema_migrations records what was applied.
@@ -77,11 +78,20 @@ def repack_old_blocks(database_url: str, deadline: Optional[float] = None) -> in
     return packed
 
 
+def record_files(database_url: str, deadline: Optional[float] = None) -> int:
+    """The uploaders of /v1 files stored before migration 0033, from their objects' metadata."""
+    from chalicelib.aws import client
+    from chalicelib.config import load_settings
+    from chalicelib.storage import files
+
+    return files.record_bucket(database_url, client("s3"), load_settings().bucket, deadline)
+
+
 def handle_custom_resource(event: dict, context) -> None:
     """The migration step of a deployment (Custom::DatabaseMigration). Create and
     Update apply what is pending; Delete keeps the data. CloudFormation waits for the
     answer at ResponseURL, so every path, failures included, must send one. The data work
-    the migrations leave (repack_old_blocks) runs after the answer, in the function's
+    the migrations leave (repack_old_blocks, record_files) runs after the answer, in the function's
     remaining time less limits.MIGRATE_MARGIN_SECONDS: the deployment does not wait for it."""
     from chalicelib.storage.db import database_conninfo
 
@@ -102,6 +112,10 @@ def handle_custom_resource(event: dict, context) -> None:
             repack_old_blocks(database_conninfo(), deadline)
         except Exception:  # noqa: BLE001 - the deployment has its answer; the next one, or a store, goes on
             logger.exception("packing old BM25 blocks failed; searches read them as they are")
+        try:
+            record_files(database_conninfo(), deadline)
+        except Exception:  # noqa: BLE001 - as above; an uploader's own request by id records its file
+            logger.exception("recording the uploaders of older /v1 files failed; the next deployment tries again")
 
 
 def _set_app_password() -> None:
@@ -142,3 +156,4 @@ if __name__ == "__main__":
     applied = migrate(url)
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     print(f"BM25 blocks packed: {repack_old_blocks(url)}")
+    print(f"older /v1 files recorded: {record_files(url)}")
