@@ -48,7 +48,9 @@ LAYERS = {
              "openai", "tokenizers", "numpy"],
     "documents": ["pypdf", "python-docx", "trafilatura", "openpyxl"],
     "model": ["onnxruntime"],
-    "mcp": ["mcp"],  # the MCP server's SDK: the API function only
+    # the MCP server's SDK, and jsonschema (the compat routes' request types; mcp requires it too):
+    # the API function only
+    "mcp": ["mcp", "jsonschema"],
 }
 # Provided by the Lambda runtime (boto3) or bundled with the code by Chalice.
 PROVIDED = {"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six", "chalice"}

@@ -4,7 +4,8 @@
 - the error envelope also for what Chalice answers before a view runs (415 for a body
   that is not JSON, 405) and for paths and methods no route serves (404, 405), through
   a greedy `/{proxy+}` route: API Gateway sends it every request that no resource and
-  method pair matches, preflights included.
+  method pair matches, preflights included;
+- Bedrock's Retrieve named by an ARN whose encoded `/` the gateway decoded before routing.
 API Gateway's own errors (throttling, a body over 10 MB, timeouts) get the envelope from
 the gateway responses in infra/template.yaml."""
 import json
@@ -14,7 +15,8 @@ from typing import Optional
 from chalice import Chalice, Response
 
 from chalicelib import errors
-from chalicelib.api.bedrock_compat import PREFIXES as BEDROCK_PREFIXES, error_response as bedrock_error
+from chalicelib.api.bedrock_compat import (ARN_RETRIEVE, PREFIXES as BEDROCK_PREFIXES, error_response as bedrock_error,
+                                           retrieve as bedrock_retrieve)
 from chalicelib.api.openai_compat import PREFIX as OPENAI_PREFIX, error_response as openai_error
 from chalicelib.api.http import JSON_HEADERS, error_body, error_response
 from chalicelib.config import load_settings
@@ -74,6 +76,9 @@ def install(app: Chalice) -> None:
     def unrouted(**_):
         request = app.current_request
         path = "/" + (request.uri_params or {}).get("proxy", "").strip("/")
+        arn = ARN_RETRIEVE.fullmatch(path)
+        if arn and request.method == "POST":
+            return bedrock_retrieve(knowledge_base_id=arn.group(1))
         methods = methods_of(path)
         respond = _responder(path)
         if request.method == "OPTIONS" and methods is not None:

@@ -10,7 +10,7 @@ from chalice import Blueprint, Response
 
 from chalicelib import errors, knowledge_bases as kbs, limits
 from chalicelib.api.http import JSON_HEADERS, authenticated, json_body, query_params, status_of
-from chalicelib.compat import files, openai as compat
+from chalicelib.compat import files, openai as compat, schemas
 from chalicelib.documents import service as documents_service
 from chalicelib.errors import Invalid, Unsupported
 from chalicelib.validate import int_field, refuse_unknown
@@ -39,8 +39,9 @@ def _authenticated(view):
     return authenticated(blueprint, respond=error_response)(view)
 
 
-def _body() -> dict:
-    return json_body(blueprint.current_request)
+def _body(operation: str) -> dict:
+    """The JSON body, its types checked against docs/openapi.yaml's schema of the operation."""
+    return schemas.check(operation, json_body(blueprint.current_request))
 
 
 def _params(allowed: tuple[str, ...]) -> dict:
@@ -138,7 +139,7 @@ def file_content(principal, file_id):
 @blueprint.route("/v1/vector_stores", methods=["POST"])
 @_authenticated
 def create_vector_store(principal):
-    return answer(compat.vector_store_view(compat.create_vector_store(principal, _body())))
+    return answer(compat.vector_store_view(compat.create_vector_store(principal, _body("createVectorStore"))))
 
 
 @blueprint.route("/v1/vector_stores", methods=["GET"])
@@ -160,7 +161,7 @@ def get_vector_store(principal, vs_id):
 @blueprint.route("/v1/vector_stores/{vs_id}", methods=["POST"])
 @_authenticated
 def update_vector_store(principal, vs_id):
-    compat.update_vector_store(principal, vs_id, _body())
+    compat.update_vector_store(principal, vs_id, _body("updateVectorStore"))
     return answer(compat.vector_store_view(kbs.get_knowledge_base(principal, vs_id)))
 
 
@@ -174,7 +175,7 @@ def delete_vector_store(principal, vs_id):
 @blueprint.route("/v1/vector_stores/{vs_id}/search", methods=["POST"])
 @_authenticated
 def search_vector_store(principal, vs_id):
-    return answer(compat.run_search(principal, vs_id, _body()))
+    return answer(compat.run_search(principal, vs_id, _body("searchVectorStore")))
 
 
 # ---- a vector store's files -----------------------------------------------------------------
@@ -182,7 +183,7 @@ def search_vector_store(principal, vs_id):
 @blueprint.route("/v1/vector_stores/{vs_id}/files", methods=["POST"])
 @_authenticated
 def attach_file(principal, vs_id):
-    doc = compat.attach_file(principal, vs_id, _body())
+    doc = compat.attach_file(principal, vs_id, _body("createVectorStoreFile"))
     return answer(compat.vector_store_file_view(doc), headers={"openai-poll-after-ms": POLL_AFTER_MS})
 
 
@@ -204,7 +205,7 @@ def get_vector_store_file(principal, vs_id, file_id):
 @blueprint.route("/v1/vector_stores/{vs_id}/files/{file_id}", methods=["POST"])
 @_authenticated
 def update_vector_store_file(principal, vs_id, file_id):
-    return answer(compat.vector_store_file_view(compat.update_file_attributes(principal, vs_id, file_id, _body())))
+    return answer(compat.vector_store_file_view(compat.update_file_attributes(principal, vs_id, file_id, _body("updateVectorStoreFile"))))
 
 
 @blueprint.route("/v1/vector_stores/{vs_id}/files/{file_id}", methods=["DELETE"])

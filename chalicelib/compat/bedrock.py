@@ -8,6 +8,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 import uuid
 from typing import Any, Optional
 
@@ -31,6 +32,7 @@ UNSUPPORTED = {
     "managedSearchConfiguration": "managed search is not supported; use vectorSearchConfiguration",
 }
 _VECTOR = "retrievalConfiguration.vectorSearchConfiguration"
+KB_ARN = re.compile(r"arn:aws[a-z-]*:bedrock:[a-z0-9-]*:[0-9]*:knowledge-base/([A-Za-z0-9_-]+)")
 
 # The product's error kinds as Bedrock's exceptions (status, x-amzn-ErrorType). A missing or
 # bad key is AccessDeniedException: Bedrock has no 401, and boto3 knows no such class.
@@ -53,9 +55,15 @@ class NotImplementedHere(errors.ServiceError):
     code = "NOT_IMPLEMENTED"
 
 
-def _knowledge_base_id(value: str) -> str:
+def kb_id_of(value: str) -> str:
     """A knowledge base id, or a Bedrock knowledge-base ARN ending in one."""
-    return value.rsplit("/", 1)[-1] if value.startswith("arn:") else value
+    if not value.startswith("arn:"):
+        return value
+    match = KB_ARN.fullmatch(value)
+    if match is None:
+        raise Invalid.field("knowledgeBaseId", "must be a knowledge base id (kb_...) or a Bedrock knowledge-base"
+                                               " ARN ending in one (arn:aws:bedrock:REGION:ACCOUNT:knowledge-base/kb_...)")
+    return match.group(1)
 
 
 def _digest(*parts: Any) -> str:
@@ -180,7 +188,7 @@ def result_view(passage: Passage, bucket: str) -> dict:
 
 
 def retrieve(principal: Principal, knowledge_base_id: str, body: dict) -> dict:
-    kb_id = _knowledge_base_id(knowledge_base_id)
+    kb_id = kb_id_of(knowledge_base_id)
     request, offset, size, digest = retrieve_request(kb_id, body)
     passages = search(principal, request).passages
     page = passages[offset:offset + size]

@@ -153,6 +153,48 @@ def test_errors_are_boto3s_own_exceptions(runtime, kb, local_env):
         signed.retrieve(knowledgeBaseId=kb, retrievalQuery={"text": QUERY})
 
 
+_RERANK = "retrievalConfiguration.vectorSearchConfiguration.rerankingConfiguration.bedrockRerankingConfiguration"
+
+
+def _reranked(model_configuration) -> dict:
+    return {"vectorSearchConfiguration": {"rerankingConfiguration": {
+        "type": "BEDROCK_RERANKING_MODEL", "bedrockRerankingConfiguration": {"modelConfiguration": model_configuration}}}}
+
+
+@pytest.mark.parametrize("configuration, field", [
+    (_reranked("amazon.rerank-v1:0"), f"{_RERANK}.modelConfiguration"),
+    (_reranked(["amazon.rerank-v1:0"]), f"{_RERANK}.modelConfiguration"),
+    (_reranked(7), f"{_RERANK}.modelConfiguration"),
+    (_reranked(True), f"{_RERANK}.modelConfiguration"),
+    (_reranked({"modelArn": 5}), f"{_RERANK}.modelConfiguration.modelArn"),
+    ({"vectorSearchConfiguration": {"overrideSearchType": []}},
+     "retrievalConfiguration.vectorSearchConfiguration.overrideSearchType"),
+    ({"vectorSearchConfiguration": {"filter": {"andAll": [{"equals": {"key": "team", "value": "x"}},
+                                                          {"equals": {"key": 3, "value": "y"}}]}}},
+     "retrievalConfiguration.vectorSearchConfiguration.filter.andAll[1].equals.key"),
+])
+def test_a_wrong_type_is_a_validation_exception_naming_the_field(api, kb, configuration, field):
+    """Types boto3 refuses before sending, sent as another SDK or a hand-made request would."""
+    answer = api.call("POST", f"/knowledgebases/{kb}/retrieve",
+                      {"retrievalQuery": {"text": QUERY}, "retrievalConfiguration": configuration})
+    assert answer.status_code == 400, answer.text
+    assert answer.headers["x-amzn-ErrorType"] == "ValidationException"
+    assert answer.json()["message"].startswith(f"{field}: must be ")
+
+
+def test_retrieve_by_the_knowledge_bases_arn(runtime, kb):
+    """boto3 percent-encodes the ARN's ":" and "/" into the path (…%3Aknowledge-base%2Fkb_…)."""
+    by_id = runtime.retrieve(knowledgeBaseId=kb, retrievalQuery={"text": QUERY})["retrievalResults"]
+    arn = f"arn:aws:bedrock:us-east-1:123456789012:knowledge-base/{kb}"
+    by_arn = runtime.retrieve(knowledgeBaseId=arn, retrievalQuery={"text": QUERY})["retrievalResults"]
+    assert by_arn and _paths(by_arn) == _paths(by_id)
+    with pytest.raises(runtime.exceptions.ValidationException, match="knowledgeBaseId"):
+        runtime.retrieve(knowledgeBaseId=f"arn:aws:s3:::bucket/{kb}", retrievalQuery={"text": QUERY})
+    with pytest.raises(runtime.exceptions.ResourceNotFoundException):
+        runtime.retrieve(knowledgeBaseId="arn:aws:bedrock:us-east-1:123456789012:knowledge-base/kb_0000000000000000",
+                         retrievalQuery={"text": QUERY})
+
+
 def test_throttled_is_throttling_exception(local_env, kb, api):
     slow = client_for(local_env, new_key(local_env, f"e2e-bedrock-rate-{secrets.token_hex(4)}", "fast", rate=2))
     with pytest.raises(slow.exceptions.ThrottlingException) as throttled:

@@ -195,6 +195,39 @@ def test_errors_are_the_sdks_own_exceptions(client, store, local_env, key):
     assert unauthenticated.value.body["code"] == "invalid_api_key"
 
 
+@pytest.mark.parametrize("options, param", [
+    ({"ranking_options": {"ranker": []}}, "ranking_options.ranker"),
+    ({"ranking_options": {"score_threshold": "high"}}, "ranking_options.score_threshold"),
+    ({"ranking_options": "auto"}, "ranking_options"),
+    ({"max_num_results": [5]}, "max_num_results"),
+    ({"rewrite_query": {}}, "rewrite_query"),
+    ({"filters": {"type": "and", "filters": [{"type": "eq", "key": ["team"], "value": "x"}]}}, "filters.filters[0].key"),
+])
+def test_a_wrong_type_is_a_bad_request_naming_the_param(client, store, options, param):
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.vector_stores.search(store[0].id, query="refund", **options)
+    assert bad.value.status_code == 400
+    assert bad.value.body["param"] == param and bad.value.body["code"] == "invalid_type"
+    assert bad.value.body["type"] == "invalid_request_error" and bad.value.body["message"].startswith(f"{param}: must be ")
+
+
+def test_wrong_types_in_the_other_bodies_are_bad_requests(client, store):
+    vs, uploaded = store
+    file_id = uploaded["onboarding.md"].id
+    for call, param in [
+        (lambda: client.vector_stores.create(name=["x"]), "name"),
+        (lambda: client.vector_stores.create(name="x", chunking_strategy={"type": "static", "static": "big"}),
+         "chunking_strategy.static"),
+        (lambda: client.vector_stores.update(vs.id, name=3), "name"),
+        (lambda: client.vector_stores.files.create(vector_store_id=vs.id, file_id=file_id, attributes={"a": {}}),
+         "attributes.a"),
+        (lambda: client.vector_stores.files.update(file_id, vector_store_id=vs.id, attributes=[1]), "attributes"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as bad:
+            call()
+        assert bad.value.body["param"] == param, bad.value.body
+
+
 def llm_configured(lambda_client, local_env) -> bool:
     """Whether the API function has a chat model now (test_agent_knowledge.py sets one for a while)."""
     variables = lambda_client.get_function_configuration(FunctionName=local_env["KB_API_FUNCTION"])["Environment"]
