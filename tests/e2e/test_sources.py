@@ -207,8 +207,8 @@ def test_a_sync_sends_no_credentials_of_the_functions_to_an_endpoint_a_caller_na
         "type": "s3", "bucket": "team", "endpointUrl": listener.address("")}), kb["id"]))
     listener.headers.clear()
     answer = api.call("POST", f"/knowledge-bases/{kb['id']}/sync")
-    assert answer.status_code == 400 and "source.endpointUrl" in answer.text, answer.text
     assert not [h for h in listener.headers if "Authorization" in h], listener.headers
+    assert answer.status_code == 400 and "source.endpointUrl" in answer.text, answer.text
 
 
 def test_the_emulators_own_endpoint_is_read_anonymously_and_keys_that_climb_out_are_skipped(api, s3, local_env):
