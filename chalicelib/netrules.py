@@ -53,7 +53,7 @@ def addresses(host: str, port: int, *, timeout: float, field: str, code: Optiona
         infos = pool.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM).result(timeout=timeout)
     except LookupTimeout:
         raise Invalid.field(field, f"the host {host} did not resolve in time", code=code) from None
-    except (socket.gaierror, UnicodeError):
+    except (socket.gaierror, UnicodeError, ValueError):
         raise Invalid.field(field, f"the host {host} does not resolve", code=code) from None
     finally:
         pool.shutdown(wait=False)

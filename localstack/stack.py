@@ -27,7 +27,7 @@ from chalicelib.storage.db import functions_login  # noqa: E402
 ENV_FILE = services.STATE / "local.env"
 # The folders a knowledge base's folder source may read (FOLDER_SOURCE_ROOTS, separated by ':'):
 # one of the clone's own, never the state directory (the emulator's objects, the keys).
-FOLDER_SOURCES = ROOT / "folder-sources"
+FOLDER_SOURCE_DIR = ROOT / "folder-sources"
 BUCKET = "kb-documents-local"
 STACK = "kb-service"
 LOCAL_CORS_ORIGINS = "http://localhost:3000,http://127.0.0.1:3000"
@@ -58,7 +58,7 @@ def folder_source_roots() -> str:
     """KB_FOLDER_SOURCE_ROOTS, else the clone's folder-sources/ (made here); a root that holds
     the state directory, or lies in it, is refused: every organisation may read a root."""
     listed = os.environ.get("KB_FOLDER_SOURCE_ROOTS")
-    roots = [Path(r) for r in listed.split(os.pathsep) if r.strip()] if listed is not None else [FOLDER_SOURCES]
+    roots = [Path(r) for r in listed.split(os.pathsep) if r.strip()] if listed is not None else [FOLDER_SOURCE_DIR]
     state = services.STATE.resolve()
     for root in roots:
         if not root.is_absolute():
@@ -68,7 +68,7 @@ def folder_source_roots() -> str:
             raise SystemExit(f"KB_FOLDER_SOURCE_ROOTS: {root} holds or lies in the stack's state ({state}),"
                              " which no knowledge base may read")
     if listed is None:
-        FOLDER_SOURCES.mkdir(exist_ok=True)
+        FOLDER_SOURCE_DIR.mkdir(exist_ok=True)
     return os.pathsep.join(str(r) for r in roots)
 
 
