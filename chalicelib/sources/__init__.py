@@ -314,7 +314,9 @@ class FolderFiles:
 
     def download(self, name: str, max_bytes: int) -> bytes:
         real, _ = self._regular(self._allowed_root() / name)
-        # O_NOFOLLOW: a link put in the file's place since it was resolved is refused, not followed
+        # O_NOFOLLOW: a link put in the file's place since it was resolved is refused, not followed.
+        # A folder above it swapped for a link in that moment is not caught: only who writes below a
+        # root on this machine (its operator) could do that, and could as well copy the file there.
         try:
             handle = os.fdopen(os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
         except OSError as err:
