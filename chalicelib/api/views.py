@@ -72,7 +72,8 @@ def sync_view(report: SyncReport) -> dict:
     return {"knowledgeBaseId": report.knowledge_base_id, "added": report.added, "changed": report.changed,
             "removed": report.removed, "unchanged": report.unchanged, "failed": report.failed,
             "source": {"copied": source.copied, "unchanged": source.unchanged, "deleted": source.deleted,
-                       "skipped": list(source.skipped), "more": source.more} if source else None}
+                       "skipped": [{"path": s.name, "reason": s.reason} for s in source.skipped],
+                       "more": source.more} if source else None}
 
 
 def upload_view(upload: Upload) -> dict:

@@ -13,7 +13,7 @@ from chalicelib.documents.runs import start_ingestion
 from chalicelib.documents.sync import SyncReport, sync_knowledge_base
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX
-from chalicelib.sources import source_of
+from chalicelib.sources import SourceRules, parse_source
 from chalicelib.sources.mirror import mirror
 from chalicelib.storage import audit, connection, documents
 
@@ -77,8 +77,11 @@ def sync_documents(principal: Principal, kb_id: str) -> SyncReport:
     """The bucket compared with the knowledge base's documents, now (see sync.py)."""
     with connection() as conn:
         kb = kb_to_write(conn, principal, kb_id, "sync documents")
-    source = source_of(kb["source"])
-    mirrored = mirror(kb_id, source) if source else None  # copies land first, and their events start runs
+    settings = load_settings()
+    rules = SourceRules.of(settings)
+    # parsed again, not trusted as stored: the deployment's rules and the names' addresses may have changed
+    source = parse_source(kb["source"], kb["org_id"], settings.bucket, rules)
+    mirrored = mirror(kb_id, source, rules) if source else None  # copies land first, and their events start runs
     report = replace(sync_knowledge_base(kb_id), source=mirrored)
     with connection() as conn:
         audit.write(conn, principal, "sync_knowledge_base", "knowledge_base", kb_id,
