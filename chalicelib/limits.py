@@ -129,6 +129,9 @@ CONTEXT_KNOWLEDGE_RESULTS = 10  # knowledge entries considered
 
 # Chunking, fixed per knowledge base at creation
 CHUNK_TOKENS = Range(50, 8000, 500)
+# A file's chunk is embedded after a line naming its document and section trail
+# (chalicelib/ingestion/context.py): at most this many tokens of the model's window.
+CHUNK_CONTEXT_TOKENS = 40
 CHUNK_STRATEGIES = ("fixed", "semantic")  # the first is the default
 # The semantic strategy embeds every sentence in the Chunk step (300 s): the local model
 # embedded SciFact's sentences at 165 a second on 2 cores (1,000 in 6.1 s), so 10,000 take

@@ -109,6 +109,8 @@ def passage_view(passage: Passage, debug: bool = False) -> dict:
         "similarity": passage.similarity, "metadata": passage.metadata, "tokens": passage.tokens,
         "truncated": passage.truncated,
     }
+    if passage.span:
+        view["parent"] = {"firstChunkIndex": passage.span[0], "lastChunkIndex": passage.span[1]}
     if passage.rerank_score is not None:
         view["rerankScore"] = passage.rerank_score
     if debug:

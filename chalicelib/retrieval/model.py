@@ -82,6 +82,7 @@ class Passage:
     rerank_score: Optional[float] = None  # the reranker's relevance, when the search reranked
     chunk_id: int = 0  # the chunk's row (GET .../chunks/chunk_{id}); 0 only in hand-made passages
     summarised: bool = False  # content holds the passage's first sentences, not all of it
+    span: Optional[tuple] = None  # (first, last) chunk index of the parent the content is, if more than the chunk
 
     @property
     def section(self) -> Optional[str]:

@@ -27,11 +27,11 @@ from chalicelib import limits, metrics
 from chalicelib.auth import Principal, access
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import bm25, policy, rerank, results_cache
+from chalicelib.retrieval import bm25, parents, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import Fitted, pack, summarise
 from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
-from chalicelib.storage import acting_for, chunks, db, terms
+from chalicelib.storage import acting_for, chunks, connection, db, terms
 from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
 
@@ -83,7 +83,7 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
         candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
     if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
         candidates = rerank.rerank(request.query, candidates, request.top_k)
-    candidates = candidates[: request.top_k]
+    candidates = _parents(principal, candidates, kbs, request.top_k)
     ordered = _prioritise(candidates, request.prioritize_by)
     if request.summaries:  # the budget then holds the summaries, not the passages they stand for
         ordered = [h._replace(content=summarise(h.content, limits.PASSAGE_SUMMARY_TOKENS), tokens=None)
@@ -97,6 +97,16 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
         passages=passages, summary=_summary(passages, used, omitted), tokens_used=used, omitted=omitted,
         cached=cached if request.strategy != "keyword" else False, strategy=request.strategy,
         took_ms=0, debug=request.debug, debug_view=_merged_views(views) if request.debug else None)
+
+
+def _parents(principal: Principal, candidates: list[Hit], kbs: list[dict], top_k: int) -> list[Hit]:
+    """The top_k passages: each hit's parent, one per parent (retrieval/parents.py)."""
+    by_id = {kb["id"]: kb for kb in kbs}
+    pool = candidates[: top_k * parents.DEPTH]
+    if not any(parents.reach(by_id[h.kb_id]) for h in pool):
+        return candidates[:top_k]
+    with acting_for(principal.org_id, principal.user_id), connection() as conn:
+        return parents.parents(conn, pool, by_id, top_k)
 
 
 def _merged_views(views: list[Optional[DebugView]]) -> DebugView:
@@ -297,12 +307,13 @@ def _prioritise(hits: list[Hit], prioritize_by: str) -> list[Hit]:
 def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
     hit = fitted.item
     return Passage(
-        rank=rank, content=fitted.content, source=hit.title or hit.filename, path=hit.path,
+        rank=rank, content=fitted.content, source=(hit.title if hit.kind == "entry" else None) or hit.filename,
+        path=hit.path,
         document_id=hit.document_id, knowledge_base_id=hit.kb_id, chunk_index=hit.chunk_index,
         page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),
         metadata=hit.metadata, tokens=fitted.tokens, truncated=fitted.truncated,
         scores=Scores(*(round(s, 6) if s is not None else None for s in (hit.vector, hit.keyword, hit.fused))),
-        rerank_score=hit.rerank, chunk_id=hit.chunk_id)
+        rerank_score=hit.rerank, chunk_id=hit.chunk_id, span=hit.span)
 
 
 def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:

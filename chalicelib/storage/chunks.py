@@ -100,6 +100,7 @@ class Hit(NamedTuple):
     keyword: Optional[float] = None  # BM25 as a share of the most a chunk could score
     fused: Optional[float] = None  # hybrid's fusion of both lists
     rerank: Optional[float] = None  # the reranker's relevance
+    span: Optional[tuple] = None  # (first, last) chunk index of the parent it answers with (retrieval/parents.py)
 
     @classmethod
     def of(cls, row: dict, cosine: bool = False) -> "Hit":
@@ -122,6 +123,19 @@ def get_readable(conn: psycopg.Connection, principal, kb_id: str, chunk_id: int)
              WHERE c.id = %(chunk_id)s AND c.kb_id = %(kb_id)s AND {VISIBLE_KB} AND {READABLE_CHUNK}
                AND {chunk_versions.CURRENT_CHUNK}""",
         scope(principal, kb_id=kb_id, kb_ids=[kb_id], chunk_id=chunk_id)).fetchone()
+
+
+def neighbours(conn: psycopg.Connection, children: list[int], reaches: list[int], kb_ids: list[str]) -> list[dict]:
+    """For each child chunk, the chunks of its document's version within `reach` of its index
+    (itself included): rows of child, chunk_index, content, token_count, headers."""
+    return conn.execute(
+        """SELECT w.child, n.chunk_index, n.content, n.token_count, n.headers
+             FROM unnest(%(children)s::bigint[], %(reaches)s::int[]) AS w(child, reach)
+             JOIN chunks c ON c.id = w.child AND c.kb_id = ANY(%(kb_ids)s)
+             JOIN chunks n ON n.document_id = c.document_id AND n.version = c.version
+                          AND n.chunk_index BETWEEN c.chunk_index - w.reach AND c.chunk_index + w.reach
+                          AND n.kb_id = c.kb_id""",
+        {"children": children, "reaches": reaches, "kb_ids": kb_ids}).fetchall()
 
 
 def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], dim: int,
