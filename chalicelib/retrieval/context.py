@@ -63,6 +63,17 @@ def _with_ellipsis(text: str, end: int) -> str:
     return text[:end].rstrip(",;:-") + ELLIPSIS
 
 
+def excerpt(text: str, max_chars: int) -> str:
+    """The text whole when it has at most max_chars characters, else its first whole words
+    within them and "..." (a word longer than that is cut)."""
+    if len(text) <= max_chars:
+        return text
+    room = max_chars - len(ELLIPSIS)
+    head = text[:room + 1]
+    cut = head[:head.rfind(" ")] if " " in head.strip() else text[:room]
+    return cut.rstrip(" ,;:-") + ELLIPSIS
+
+
 class Packable(Protocol):
     """Text a token budget is spent on (a search's Hit, an agent's passage)."""
     @property
