@@ -44,6 +44,9 @@ RESULTS_CACHE_GATE_SECONDS = 10
 # fields: ["summary"] answers each passage's first sentences up to this many tokens
 # (seed 003's lazy loading; GET .../chunks/{chunkId} gives the whole text).
 PASSAGE_SUMMARY_TOKENS = 40
+# debug: true shows each candidate's text beside its score, its first this many characters:
+# two lists of up to 100 candidates stay a small answer.
+DEBUG_CANDIDATE_TEXT_CHARS = 200
 
 # Knowledge-base tools of agents
 TOOL_TOP_K = Range(TOP_K.low, TOP_K.high, 5)
@@ -80,6 +83,9 @@ PATH_SEGMENT_MAX_CHARS = 255  # what Linux, macOS and Windows file systems allow
 # Pages of a knowledge base's documents: a 1,000-document page of views is about 1 MB,
 # well inside Lambda's 6 MB response.
 DOCUMENT_PAGE_SIZE = Range(1, 1000, 100)
+# A page of a document's chunks: whole texts of up to CHUNK_TOKENS.high tokens each (~40 KB),
+# so 50 stay far below Lambda's 6 MB answer.
+CHUNK_PAGE_SIZE = Range(1, 50, 20)
 CONTENT_TYPE_MAX_CHARS = 200
 METADATA_NAME_MAX_CHARS = 100
 INLINE_UPLOAD_MAX_BYTES = 5 * 1024 * 1024

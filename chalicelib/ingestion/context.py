@@ -10,6 +10,7 @@ which page or setting it is about. So:
   keyword search at the title's weight, as an entry's title is; the passage shown is the chunk's
   text alone.
 """
+import re
 from typing import Optional, Sequence
 
 from chalicelib import limits
@@ -23,6 +24,7 @@ from chalicelib.ingestion.model import Chunk
 _REMOTE_WINDOW = {"openai": 8191 // 2, "bedrock": 8192 // 2}
 _SPECIAL_TOKENS = 2  # [CLS] and [SEP]
 SEPARATOR = " › "
+_WORDS = re.compile(r"[^\W\d_]{2}")  # a path that is only numbers and ids ("4983.txt") names nothing
 
 
 def window_tokens(provider: str) -> int:
@@ -46,9 +48,9 @@ def fitting_overlap(kb: dict) -> int:
 
 
 def context_line(title: Optional[str], path: Optional[str], headers: Sequence[str]) -> Optional[str]:
-    """The document's title (else its path) and the chunk's section trail, a heading that repeats
-    the title left out, cut to limits.CHUNK_CONTEXT_TOKENS at a word."""
-    name = (title or path or "").strip()
+    """The document's title (else its path, if it has a word) and the chunk's section trail, a
+    heading that repeats the title left out, cut to limits.CHUNK_CONTEXT_TOKENS at a word."""
+    name = (title or (path if path and _WORDS.search(path.rsplit(".", 1)[0]) else "") or "").strip()
     trail = [h.strip() for h in headers if h and h.strip() and h.strip().lower() != name.lower()]
     line = SEPARATOR.join([p for p in (name, *trail) if p])
     if not line:

@@ -29,7 +29,7 @@ from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
 from chalicelib.retrieval import bm25, parents, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
-from chalicelib.retrieval.context import Fitted, pack, summarise
+from chalicelib.retrieval.context import Fitted, excerpt, pack, summarise
 from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
 from chalicelib.storage import acting_for, chunks, connection, db, terms
 from chalicelib.storage.chunks import Hit
@@ -124,7 +124,8 @@ def _debug_view(request: SearchRequest, semantic: list[Hit], keyword: list[Hit],
         return None
 
     def listed(hits: list[Hit]) -> tuple[Candidate, ...]:
-        return tuple(Candidate(h.chunk_id, h.document_id, round(h.score, 6)) for h in hits)
+        return tuple(Candidate(h.chunk_id, h.document_id, round(h.score, 6),
+                               excerpt(h.content, limits.DEBUG_CANDIDATE_TEXT_CHARS)) for h in hits)
 
     return DebugView(semantic=listed(semantic), keyword=listed(keyword),
                      query_vectors=((model, tuple(float(x) for x in vector)),)
@@ -313,7 +314,9 @@ def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
         page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),
         metadata=hit.metadata, tokens=fitted.tokens, truncated=fitted.truncated,
         scores=Scores(*(round(s, 6) if s is not None else None for s in (hit.vector, hit.keyword, hit.fused))),
-        rerank_score=hit.rerank, chunk_id=hit.chunk_id, span=hit.span)
+        rerank_score=hit.rerank, chunk_id=hit.chunk_id, span=hit.span, filesize=hit.size,
+        uploaded_at=hit.uploaded_at.isoformat() if hit.uploaded_at is not None else None,
+        uploaded_by=hit.uploaded_by, total_chunks=hit.total_chunks)
 
 
 def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:

@@ -25,6 +25,7 @@ def test_the_context_line_names_the_document_and_its_trail_once_and_fits():
     assert context_line("UPSERT", "lang_upsert.html", ["UPSERT", "2. Examples"]) == "UPSERT › 2. Examples"
     assert context_line(None, "guides/setup.md", []) == "guides/setup.md"
     assert context_line(None, None, []) is None
+    assert context_line(None, "4983.txt", []) is None and context_line(None, "4983.txt", ["Intro"]) == "Intro"
     long = context_line("A title", None, ["word " * 200])
     assert count_tokens(long) <= limits.CHUNK_CONTEXT_TOKENS and long.startswith("A title › word")
     chunk = Chunk(0, "Sets the memory the server uses.", 0, 10, 8, title="Server › Memory")
