@@ -269,11 +269,27 @@ def fuse(semantic: list[Hit], keyword: list[Hit], weights: tuple[float, float] =
         fused = {chunk_id: sum(w / (RRF_K + ranks[chunk_id]) for w, ranks in parts if chunk_id in ranks) / best
                  for chunk_id in found}
     else:
-        parts = [(w_semantic, _min_max(semantic)), (w_keyword, _min_max(keyword))]
+        scale = _spread if method == "distribution" else _min_max
+        parts = [(w_semantic, scale(semantic)), (w_keyword, scale(keyword))]
         fused = {chunk_id: sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts) for chunk_id in found}
     return sorted((h._replace(vector=in_semantic[i].score if i in in_semantic else h.vector,
                              keyword=in_keyword[i].score if i in in_keyword else None, fused=fused[i], score=fused[i])
                    for i, h in found.items()), key=lambda h: (-h.score, h.chunk_id))
+
+
+def _spread(hits: list[Hit]) -> dict[int, float]:
+    """Distribution-based scaling: each score placed between the list's mean less and plus three
+    standard deviations (clipped to 0..1), so a list whose best stands far above the rest
+    weighs more than one whose scores are all alike."""
+    if not hits:
+        return {}
+    scores = [h.score for h in hits]
+    mean = sum(scores) / len(scores)
+    sigma = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    if sigma == 0:
+        return {h.chunk_id: 0.5 for h in hits}
+    low, span = mean - 3 * sigma, 6 * sigma
+    return {h.chunk_id: min(1.0, max(0.0, (s - low) / span)) for h, s in zip(hits, scores)}
 
 
 def _ranks(hits: list[Hit]) -> dict[int, int]:
