@@ -166,8 +166,9 @@ def chunk_step(event: dict) -> dict:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
         if len(chunks) > limits.MAX_CHUNKS_PER_DOCUMENT:  # before any embedding work
             return _failed(state, IngestionError(
-                "TOO_MANY_CHUNKS", f"the document makes {len(chunks):,} chunks of up to {kb['chunk_tokens']}"
-                                   f" tokens; the limit is {limits.MAX_CHUNKS_PER_DOCUMENT:,} a document"))
+                "TOO_MANY_CHUNKS", f"the document makes {len(chunks):,} chunks of up to {fitting_tokens(kb)}"
+                                   f" tokens (what the knowledge base's model reads of one); the limit is"
+                                   f" {limits.MAX_CHUNKS_PER_DOCUMENT:,} a document"))
         if len(chunks) > EMBED_BATCH:
             batches = [
                 objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
