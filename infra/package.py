@@ -190,6 +190,7 @@ def finish_template(sam_yaml: Path) -> dict:
         if name != "Migrate":
             after = function.get("DependsOn", [])
             function["DependsOn"] = sorted({*([after] if isinstance(after, str) else after), "DatabaseMigration"})
+    add_error_alarms(template)
     # Chalice names an unmanaged role in its config; each function has its own here.
     template["Resources"].pop("DefaultRole", None)
     # The definition's binary media types also as the API's property: the emulators' import
@@ -198,6 +199,29 @@ def finish_template(sam_yaml: Path) -> dict:
     api = template["Resources"]["RestAPI"]["Properties"]
     api["BinaryMediaTypes"] = list(api["DefinitionBody"].get("x-amazon-apigateway-binary-media-types", []))
     return template
+
+
+# Functions whose failed invocations are retried (the state machine's Retry, the queue's
+# redrive): a few errors in five minutes are a database restart, not yet an incident.
+RETRIED_FUNCTIONS = {"PipelineExtract", "PipelineChunk", "PipelineEmbed", "PipelineStore", "PipelineFinalize",
+                     "S3Trigger"}
+
+
+def add_error_alarms(template: dict) -> None:
+    """An alarm on every function's Lambda Errors (docs/runbook.md#lambda-errors), so that a
+    function added to app.py is watched without anyone remembering to."""
+    for name, function in functions(template).items():
+        function_name = function["Properties"]["FunctionName"]["Fn::Sub"]
+        template["Resources"][f"{name}ErrorsAlarm"] = {"Type": "AWS::CloudWatch::Alarm", "Properties": {
+            "AlarmName": {"Fn::Sub": f"{function_name}-errors"},
+            "AlarmDescription": f"The {name} function failed invocations (docs/runbook.md#lambda-errors)",
+            "Namespace": "AWS/Lambda", "MetricName": "Errors",
+            "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": name}}],
+            "Statistic": "Sum", "Period": 300, "EvaluationPeriods": 1,
+            "Threshold": 5 if name in RETRIED_FUNCTIONS else 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",
+            "AlarmActions": [{"Fn::If": ["CreateAlarmTopic", {"Ref": "AlarmTopic"}, {"Ref": "AlarmTopicArn"}]}],
+            "OKActions": [{"Fn::If": ["CreateAlarmTopic", {"Ref": "AlarmTopic"}, {"Ref": "AlarmTopicArn"}]}]}}
 
 
 def functions(template: dict) -> dict[str, dict]:

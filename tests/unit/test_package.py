@@ -209,3 +209,45 @@ def test_the_console_ships_in_the_code_and_offers_no_demo_key_on_aws(dist, templ
     assert variable == {"Fn::If": ["IsAws", "", {"Ref": "ConsoleDemoKeyFile"}]}
     cors = template["Resources"]["DocumentsBucket"]["Properties"]["CorsConfiguration"]["Fn::If"]
     assert cors[0] == "IsAws" and cors[1]["CorsRules"][0]["AllowedMethods"] == ["PUT"]
+
+
+# The resource type each AWS namespace's dimension names (the alarms of tests/e2e/test_alarms.py
+# are checked on the emulator's stack; these also cover the AWS-only ones: Aurora, the cache).
+ALARM_DIMENSIONS = {("AWS/Lambda", "FunctionName"): "AWS::Serverless::Function",
+                    ("AWS/SQS", "QueueName"): "AWS::SQS::Queue",
+                    ("AWS/States", "StateMachineArn"): "AWS::StepFunctions::StateMachine",
+                    ("AWS/RDS", "DBClusterIdentifier"): "AWS::RDS::DBCluster",
+                    ("AWS/ElastiCache", "clusterId"): "AWS::ElastiCache::ServerlessCache"}
+
+
+def test_every_alarm_on_an_aws_metric_names_a_resource_of_the_template(template):
+    resources = template["Resources"]
+    alarms = {name: r["Properties"] for name, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    for name, alarm in alarms.items():
+        assert alarm["AlarmActions"] == alarm["OKActions"] and len(alarm["AlarmActions"]) == 1, name
+        assert "Metrics" not in alarm, f"{name}: metric math, which the emulator refuses"
+        if alarm["Namespace"] == "AWS/ApiGateway":  # REST API metrics name the API by its title
+            title = resources["RestAPI"]["Properties"]["DefinitionBody"]["info"]["title"]
+            assert {(d["Name"], d["Value"]) for d in alarm["Dimensions"]} == {("ApiName", title), ("Stage", "api")}
+            continue
+        if not alarm["Namespace"].startswith("AWS/"):
+            continue
+        for dim in alarm["Dimensions"]:
+            value = dim["Value"]
+            target = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
+            assert resources[target]["Type"] == ALARM_DIMENSIONS[(alarm["Namespace"], dim["Name"])], (name, dim)
+            if "Condition" in resources[target]:
+                assert resources[name].get("Condition") == resources[target]["Condition"], name
+    watched = {a["Dimensions"][0]["Value"]["Ref"] for a in alarms.values() if a["MetricName"] == "Errors"}
+    assert watched == set(package.functions(template))
+    assert {a["MetricName"] for a in alarms.values()} >= {
+        "ApproximateNumberOfMessagesVisible", "DocumentsFailed", "5XXError", "Latency", "Throttles", "Errors",
+        "ACUUtilization", "BytesUsedForCache"}
+
+
+def test_the_cache_memory_alarm_has_a_threshold_for_every_allowed_size(template):
+    sizes = template["Parameters"]["CacheMaxDataGB"]["AllowedValues"]
+    thresholds = template["Mappings"]["CacheBytes"]
+    assert {str(s) for s in sizes} == set(thresholds)
+    for size in sizes:
+        assert thresholds[str(size)]["AlarmAt"] == pytest.approx(0.8 * size * 1024 ** 3, abs=1)
