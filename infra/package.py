@@ -175,11 +175,19 @@ def chalice_package(out: Path) -> Path:
     return chalice_out / "sam.yaml"
 
 
+# The Embed Map's width is the EmbedWidth parameter. The emulator honours only a literal
+# MaxConcurrency (not MaxConcurrencyPath), and the ASL file stays JSON with the placeholder
+# as a string: in the packaged definition it loses its quotes, so that CloudFormation's
+# DefinitionSubstitutions writes the number itself there.
+WIDTH_PLACEHOLDER = '"MaxConcurrency":"${EmbedWidth}"'
+WIDTH_SUBSTITUTION = '"MaxConcurrency":${EmbedWidth}'
+
+
 def finish_template(sam_yaml: Path) -> dict:
     template = yaml.safe_load(sam_yaml.read_text())
     asl = (ROOT / "infra" / "ingestion.asl.json").read_text()
     template["Resources"]["IngestionStateMachine"]["Properties"]["DefinitionString"] = \
-        json.dumps(json.loads(asl), separators=(",", ":"))
+        json.dumps(json.loads(asl), separators=(",", ":")).replace(WIDTH_PLACEHOLDER, WIDTH_SUBSTITUTION)
     migrations = sorted((ROOT / "chalicelib" / "storage" / "migrations").glob("*.sql"))
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in migrations)).hexdigest()
     template["Parameters"]["MigrationsVersion"]["Default"] = digest[:16]

@@ -68,11 +68,37 @@ def test_every_handler_the_template_names_exists(template):
 
 def test_the_state_machine_names_only_functions_of_the_template(template):
     machine = template["Resources"]["IngestionStateMachine"]["Properties"]
-    definition = json.loads(machine["DefinitionString"])
+    definition = json.loads(machine["DefinitionString"].replace("${EmbedWidth}", "3"))
     placeholders = {v["Resource"][2:-1] for v in _tasks(definition)}
-    assert placeholders == set(machine["DefinitionSubstitutions"])
-    for ref in machine["DefinitionSubstitutions"].values():
-        assert ref["Fn::GetAtt"][0] in package.functions(template)
+    assert placeholders | {"EmbedWidth"} == set(machine["DefinitionSubstitutions"])
+    for name, ref in machine["DefinitionSubstitutions"].items():
+        if name != "EmbedWidth":
+            assert ref["Fn::GetAtt"][0] in package.functions(template)
+
+
+def test_the_embedding_fan_out_is_as_wide_as_the_parameter_says(template):
+    """The Embed Map's MaxConcurrency is a number CloudFormation writes from EmbedWidth (the
+    emulator honours only a literal one), and the reserved concurrency is sized from it."""
+    import deploy
+
+    machine = template["Resources"]["IngestionStateMachine"]["Properties"]
+    assert machine["DefinitionSubstitutions"]["EmbedWidth"] == {"Ref": "EmbedWidth"}
+    assert json.loads(machine["DefinitionString"].replace("${EmbedWidth}", "7"))["States"]["Embed"]["MaxConcurrency"] == 7
+    assert deploy.sized({"EmbedWidth": "12"})["EmbedConcurrency"] == "24"
+    assert deploy.sized({"EmbedWidth": "12", "EmbedConcurrency": "5"})["EmbedConcurrency"] == "5"
+    width, reserved = (template["Parameters"][p]["Default"] for p in ("EmbedWidth", "EmbedConcurrency"))
+    assert reserved == deploy.EMBED_WORKERS_PER_WIDTH * width
+
+
+def test_the_database_has_a_reader_in_another_zone_when_highly_available(template):
+    resources = template["Resources"]
+    reader, writer = resources["DatabaseReader"], resources["DatabaseWriter"]["Properties"]
+    assert reader["Condition"] == "CreateReader" and template["Parameters"]["HighAvailability"]["Default"] == "true"
+    assert reader["Properties"]["DBClusterIdentifier"] == writer["DBClusterIdentifier"]
+    assert reader["Properties"]["PromotionTier"] == 0 and reader["Properties"]["DBInstanceClass"] == "db.serverless"
+    zones = [r["AvailabilityZone"]["Fn::If"][1]["Fn::GetAtt"][0] for r in (writer, reader["Properties"])]
+    assert zones == ["PrivateSubnetA", "PrivateSubnetB"]
+    assert resources["DatabaseProxyTargets"]["Properties"]["DBClusterIdentifiers"] == [{"Ref": "DatabaseCluster"}]
 
 
 def test_every_function_but_migrate_is_updated_once_the_migrations_have_run(template):
