@@ -150,7 +150,7 @@ def deploy(session: boto3.Session, stack: str, parameters: dict, dist: Path = DI
                 Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in parameters.items()],
                 **_template_argument(session, bucket, template))
     status = stack_status(cfn, stack)
-    if status == "ROLLBACK_COMPLETE":  # a first create that failed cannot be updated
+    if status in ("ROLLBACK_COMPLETE", "CREATE_FAILED"):  # a first create that failed cannot be updated
         cfn.delete_stack(StackName=stack)
         _wait_deleted(cfn, stack, timeout)
         status = None

@@ -17,11 +17,12 @@ HOLDING_SUFFIX = "-carried-over"
 
 
 def _stack_exists(session, stack: str) -> bool:
+    """A stack that is there, and not a first create that failed (deploy.py creates that anew)."""
     try:
-        session.client("cloudformation").describe_stacks(StackName=stack)
-        return True
+        found = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
     except ClientError:
         return False
+    return bool(found) and found[0]["StackStatus"] not in ("ROLLBACK_COMPLETE", "CREATE_FAILED")
 
 
 def _function_exists(lam, name: str) -> bool:
@@ -55,6 +56,22 @@ def remove_hand_made_deployment(session, bucket: str, stack: str = "kb-service")
         events.delete_rule(Name=f"{stack}-reconcile")
     except ClientError:
         pass
+    _move_objects(session.client("s3"), bucket, bucket + HOLDING_SUFFIX, delete_source_bucket=True)
+    return True
+
+
+def hold_orphaned_bucket(session, bucket: str, stack: str = "kb-service") -> bool:
+    """True when the documents bucket is there without its stack, its objects now held aside: an
+    emulator killed without saving (out of memory) keeps its S3 data on disk but loses its other
+    state, and CloudFormation cannot create a bucket whose name exists."""
+    if _stack_exists(session, stack):
+        return False
+    try:
+        session.client("s3").head_bucket(Bucket=bucket)
+    except ClientError:
+        return False
+    print(f"the emulator lost stack {stack} but kept s3://{bucket}: its objects wait aside while the stack is"
+          " created again, then come back")
     _move_objects(session.client("s3"), bucket, bucket + HOLDING_SUFFIX, delete_source_bucket=True)
     return True
 

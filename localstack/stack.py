@@ -243,7 +243,7 @@ def up(with_demo: bool) -> None:
     started = time.monotonic()
     package.package(LOCAL_DIST, with_layers=False)
     session = boto3.Session(region_name=REGION)
-    legacy.remove_hand_made_deployment(session, BUCKET)
+    legacy.remove_hand_made_deployment(session, BUCKET) or legacy.hold_orphaned_bucket(session, BUCKET, STACK)
     parameters = _stack_parameters(urls)
     try:
         outputs = deploy.deploy(session, STACK, parameters, LOCAL_DIST, timeout=600)
