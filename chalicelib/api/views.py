@@ -37,6 +37,7 @@ def kb_view(row: dict, viewer: Principal) -> dict:
                       "dimension": row["embedding_dim"]},
         "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"],
                      "strategy": row["chunk_strategy"]},
+        "search": {"rerank": row.get("default_rerank", False)},
         "stats": {
             "documentCount": stats.get("documentCount", 0), "chunkCount": stats.get("chunkCount", 0),
             "totalTokens": stats.get("totalTokens", 0),
@@ -107,6 +108,8 @@ def passage_view(passage: Passage, debug: bool = False) -> dict:
         "section": passage.section,
         "similarity": passage.similarity, "metadata": passage.metadata, "tokens": passage.tokens,
         "truncated": passage.truncated,
+        "alsoIn": [{"documentId": a.document_id, "knowledgeBaseId": a.knowledge_base_id, "path": a.path,
+                    "source": a.source, "chunkId": public_chunk_id(a.chunk_id)} for a in passage.also_in],
     }
     if passage.rerank_score is not None:
         view["rerankScore"] = passage.rerank_score
@@ -190,7 +193,8 @@ def tool_result_view(run: ToolRun) -> dict:
                      # seed 000's ContextWindowManager marks a cut passage in its metadata
                      "metadata": {**p.metadata, "truncated": True} if p.truncated else p.metadata,
                      "truncated": p.truncated,
-                     **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {})}
+                     **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {}),
+                     **({"alsoIn": [{"source": a.source, "path": a.path} for a in p.also_in]} if p.also_in else {})}
                     for p in result.passages],
         "summary": result.summary,
         "metadata": {"totalTokensUsed": result.tokens_used, "cached": result.cached},

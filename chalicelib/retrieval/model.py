@@ -44,7 +44,9 @@ class SearchRequest:
     debug_query_vector: bool = False  # debug: {"queryVector": true} adds the query's embedding
     hybrid_weights: tuple[float, float] = limits.HYBRID_WEIGHTS  # (semantic, keyword), summing to 1
     fusion: str = "score"  # or "rank": not in the API, the benchmark compares the two
-    rerank: bool = False  # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py)
+    # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py); None: as the
+    # knowledge bases searched default (their search.rerank)
+    rerank: Optional[bool] = None
     fields: tuple[str, ...] = ("content",)  # one of FIELD_CHOICES
 
     @property
@@ -61,6 +63,16 @@ class Scores:
     vector: Optional[float]
     keyword: Optional[float]
     fused: Optional[float]
+
+
+@dataclass(frozen=True)
+class AlsoIn:
+    """Another document holding a passage's text, or nearly (retrieval/dedupe.py)."""
+    document_id: str
+    knowledge_base_id: str
+    source: str
+    path: Optional[str]
+    chunk_id: int
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,7 @@ class Passage:
     rerank_score: Optional[float] = None  # the reranker's relevance, when the search reranked
     chunk_id: int = 0  # the chunk's row (GET .../chunks/chunk_{id}); 0 only in hand-made passages
     summarised: bool = False  # content holds the passage's first sentences, not all of it
+    also_in: tuple[AlsoIn, ...] = ()  # the other documents with the same text or nearly, best first
 
     @property
     def section(self) -> Optional[str]:

@@ -27,10 +27,10 @@ from chalicelib import limits, metrics
 from chalicelib.auth import Principal, access
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import bm25, policy, rerank, results_cache
+from chalicelib.retrieval import bm25, dedupe, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import Fitted, pack, summarise
-from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
+from chalicelib.retrieval.model import AlsoIn, Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
 from chalicelib.storage import acting_for, chunks, db, terms
 from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
@@ -68,6 +68,7 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 
 
 def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> SearchResult:
+    request = replace(request, rerank=reranks(request, kbs))
     candidates, cached, views = [], True, []
     # Knowledge bases with the same model share one query embedding and one SQL query.
     groups: dict[tuple, list[dict]] = {}
@@ -81,6 +82,11 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
     candidates.sort(key=lambda h: h.score, reverse=True)
     if request.min_score > 0:
         candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
+    # K different answers: a text repeated in other documents (an included block, a page beside
+    # its source) answers once, at its best rank, naming the others (Passage.also_in).
+    groups = dedupe.distinct(candidates, _content, limits.RERANK_CANDIDATES if request.rerank else request.top_k)
+    candidates = [g.kept for g in groups]
+    repeats = {g.kept.chunk_id: g.repeats for g in groups if g.repeats}
     if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
         candidates = rerank.rerank(request.query, candidates, request.top_k)
     candidates = candidates[: request.top_k]
@@ -90,13 +96,38 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
                    for h in ordered]
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
-    passages = tuple(replace(_passage(i + 1, f), summarised=request.summaries) for i, f in enumerate(kept))
+    passages = tuple(replace(_passage(i + 1, f), summarised=request.summaries,
+                             also_in=_also_in(f.item, repeats.get(f.item.chunk_id, ())))
+                     for i, f in enumerate(kept))
     return SearchResult(
         query=request.query, knowledge_base_ids=request.knowledge_base_ids,
         knowledge_base_names=tuple(names[k] for k in request.knowledge_base_ids),
         passages=passages, summary=_summary(passages, used, omitted), tokens_used=used, omitted=omitted,
         cached=cached if request.strategy != "keyword" else False, strategy=request.strategy,
         took_ms=0, debug=request.debug, debug_view=_merged_views(views) if request.debug else None)
+
+
+def reranks(request: SearchRequest, kbs: list[dict]) -> bool:
+    """Whether the search reranks: as it asks, else as a knowledge base it reads defaults
+    (search.rerank), where the deployment has a reranker."""
+    if request.rerank is not None:
+        return request.rerank
+    return rerank.configured() and any(kb.get("default_rerank") for kb in kbs)
+
+
+def _content(hit: Hit) -> str:
+    return hit.content
+
+
+def _also_in(kept: Hit, repeats) -> tuple[AlsoIn, ...]:
+    """The other documents holding the kept hit's text, each once."""
+    seen, found = {kept.document_id}, []
+    for h in repeats:
+        if h.document_id not in seen:
+            seen.add(h.document_id)
+            found.append(AlsoIn(document_id=h.document_id, knowledge_base_id=h.kb_id, source=h.title or h.filename,
+                                path=h.path, chunk_id=h.chunk_id))
+    return tuple(found)
 
 
 def _merged_views(views: list[Optional[DebugView]]) -> DebugView:
