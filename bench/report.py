@@ -505,6 +505,9 @@ def main() -> None:
             run_scripts(["api_overhead.py"], *(flag or ["--gateway", "--floor"]))
             if not args.quick:  # about 30 minutes uncached, 22 s for 60 abstracts: kept out of the quick harness
                 run_scripts(["chunking.py"])
+            # Real manuals through the deployed pipeline (~15 minutes); the quick run reads the slice kept
+            # in tests/data/manuals/.
+            run_scripts(["manuals.py"], *(["--slice"] if args.quick else []))
             if standalone is not None:
                 print("".join(standalone.result()), end="", flush=True)
     ingest = saved_ingest.read_text()
@@ -525,12 +528,15 @@ def main() -> None:
     chunking = None if args.quick else load("chunking.json")
     overhead_file = ROOT / ".kb" / "bench-results" / f"api_overhead{suffix}.json"
     overhead = json.loads(overhead_file.read_text()) if overhead_file.exists() else None
+    manuals_file = ROOT / ".kb" / "bench-results" / f"manuals{suffix}.json"
+    manuals = json.loads(manuals_file.read_text()) if manuals_file.exists() else None
     report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder, targets,
                                load_results)
                       + "\n".join(api_overhead_section(overhead))
                       + "\n" + "\n".join(model_precision_section(precision))
                       + "\n".join(["", *scale_section(ours)])
-                      + ("\n" + "\n".join(chunking_section(chunking)) if chunking else ""))
+                      + ("\n" + "\n".join(chunking_section(chunking)) if chunking else "")
+                      + ("\n\n## Answers from real manuals\n\n" + manuals_report(manuals) + "\n" if manuals else ""))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
                                                                       "coldStarts": cold,
@@ -541,9 +547,16 @@ def main() -> None:
                                                                       "peers": peers_json(ours),
                                                                       "qualityAtScale": quality_at_scale_json(ours)}
                                   | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
-                                  | api_overhead_json(overhead),
+                                  | api_overhead_json(overhead)
+                                  | ({"manuals": manuals["summary"]} if manuals else {}),
                                   indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
+
+
+def manuals_report(manuals: dict) -> str:
+    from manuals import report
+
+    return report(manuals)
 
 
 def figures_json(ours: dict, peer: dict, builds: dict) -> dict:

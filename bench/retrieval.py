@@ -51,14 +51,16 @@ def load(kb: dict, docs: list[dict]) -> tuple[list[dict], dict]:
     """Chunk and embed the abstracts as the pipeline does and store them, one
     document each (the embeddings come from the on-disk cache after the first run)."""
     from chalicelib.ingestion.chunk import chunk_document
+    from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context
     from chalicelib.ingestion.extract import TEXT, Extracted, Section
     from chalicelib.storage import chunks as chunk_rows
     from chalicelib.storage import connection, document_status
 
-    chunked = [chunk_document(Extracted(TEXT, [Section(d["text"])]), kb["chunk_tokens"],
-                              kb["chunk_overlap"], {"corpusId": d["_id"]}) for d in docs]
+    chunked = [with_context(chunk_document(Extracted(TEXT, [Section(d["text"])]), fitting_tokens(kb),
+                                           fitting_overlap(kb), {"corpusId": d["_id"]}), None, f"{d['_id']}.txt")
+               for d in docs]
     flat = [c for chunks in chunked for c in chunks]
-    for chunk, vector in zip(flat, embed_corpus([c.content for c in flat])):
+    for chunk, vector in zip(flat, embed_corpus([embedded_text(c) for c in flat])):
         chunk.embedding = vector
     doc_to_corpus = {}
     with connection() as conn:

@@ -33,6 +33,8 @@ class Settings:
     cors_origins: tuple[str, ...]
     console_demo_key_file: str
     url_private_addresses_allowed: bool  # documents fetched from URLs: the local stack's test servers
+    folder_source_roots: tuple[str, ...]  # folders a knowledge base's source may read (sources/); none on AWS
+    s3_endpoint_url: str  # the deployment's own S3 endpoint when it has one (the local stack's emulator)
 
 
 def redis_url() -> str:
@@ -87,4 +89,7 @@ def load_settings() -> Settings:
         # A URL's host may resolve inside the network only where the template says so: the
         # local stack (its test servers are on 127.0.0.1), never on AWS (documents/url_fetch.py).
         url_private_addresses_allowed=env.get("URL_PRIVATE_ADDRESSES", "refuse") == "allow",
+        # absolute paths, separated as in PATH; empty: no folder sources (infra/template.yaml)
+        folder_source_roots=tuple(p for p in env.get("FOLDER_SOURCE_ROOTS", "").split(os.pathsep) if p.strip()),
+        s3_endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL", ""),
     )

@@ -44,6 +44,9 @@ RESULTS_CACHE_GATE_SECONDS = 10
 # fields: ["summary"] answers each passage's first sentences up to this many tokens
 # (seed 003's lazy loading; GET .../chunks/{chunkId} gives the whole text).
 PASSAGE_SUMMARY_TOKENS = 40
+# debug: true shows each candidate's text beside its score, its first this many characters:
+# two lists of up to 100 candidates stay a small answer.
+DEBUG_CANDIDATE_TEXT_CHARS = 200
 
 # Knowledge-base tools of agents
 TOOL_TOP_K = Range(TOP_K.low, TOP_K.high, 5)
@@ -80,6 +83,9 @@ PATH_SEGMENT_MAX_CHARS = 255  # what Linux, macOS and Windows file systems allow
 # Pages of a knowledge base's documents: a 1,000-document page of views is about 1 MB,
 # well inside Lambda's 6 MB response.
 DOCUMENT_PAGE_SIZE = Range(1, 1000, 100)
+# A page of a document's chunks: whole texts of up to CHUNK_TOKENS.high tokens each (~40 KB),
+# so 50 stay far below Lambda's 6 MB answer.
+CHUNK_PAGE_SIZE = Range(1, 50, 20)
 CONTENT_TYPE_MAX_CHARS = 200
 METADATA_NAME_MAX_CHARS = 100
 INLINE_UPLOAD_MAX_BYTES = 5 * 1024 * 1024
@@ -129,6 +135,9 @@ CONTEXT_KNOWLEDGE_RESULTS = 10  # knowledge entries considered
 
 # Chunking, fixed per knowledge base at creation
 CHUNK_TOKENS = Range(50, 8000, 500)
+# A file's chunk is embedded after a line naming its document and section trail
+# (chalicelib/ingestion/context.py): at most this many tokens of the model's window.
+CHUNK_CONTEXT_TOKENS = 40
 CHUNK_STRATEGIES = ("fixed", "semantic")  # the first is the default
 # The semantic strategy embeds every sentence in the Chunk step (300 s): the local model
 # embedded SciFact's sentences at 165 a second on 2 cores (1,000 in 6.1 s), so 10,000 take

@@ -446,7 +446,8 @@ function renderResults(answer, debug) {
   if (!answer.results.length) return h('div', {}, summary, h('p', { text: 'No passage passed the threshold.' }));
   return h('div', {}, summary, h('ol', { class: 'passages' }, answer.results.map((r) => h('li', { class: 'passage' },
     h('div', { class: 'passage-head' },
-      h('strong', { text: r.source }), r.page ? ` p. ${r.page}` : '', ` · chunk ${r.chunkIndex}`,
+      h('strong', { text: r.source }), r.page ? ` p. ${r.page}` : '',
+      ` · chunk ${r.chunkIndex}${r.metadata.totalChunks == null ? '' : ` of ${fmtNumber(r.metadata.totalChunks)}`}`,
       r.headers && r.headers.length ? h('span', { class: 'muted', text: ` · ${r.headers.join(' › ')}` }) : null,
       h('span', { class: 'score', text: `score ${fmtScore(r.similarity)}` }),
       r.truncated ? badge('truncated', 'wait') : null),
@@ -455,5 +456,25 @@ function renderResults(answer, debug) {
     debug && r.scores ? h('dl', { class: 'scores' },
       [['Semantic', r.scores.vectorScore], ['Keyword', r.scores.keywordScore], ['Fused', r.scores.fusedScore]]
         .map(([term, value]) => h('div', {}, h('dt', { text: term }), h('dd', { text: fmtScore(value) })))) : null,
-    h('p', { class: 'passage-text', text: r.content })))));
+    h('p', { class: 'passage-text', text: r.content }),
+    origin(r.metadata) ? h('p', { class: 'muted small passage-origin', text: origin(r.metadata) }) : null))),
+  debug && meta.debug ? candidatesView(meta.debug.candidates) : null);
+}
+
+// Where a passage's document came from: its size, and when and by whom it was added.
+function origin(m) {
+  return [m.filesize == null ? null : fmtBytes(m.filesize),
+    m.uploadedAt ? `added ${fmtDate(m.uploadedAt)}` : null,
+    m.uploadedBy ? `by ${m.uploadedBy}` : null].filter(Boolean).join(' · ');
+}
+
+// Both candidate lists before fusion, each with its own score and the start of its text.
+function candidatesView(candidates) {
+  const list = (title, items) => h('div', { class: 'candidates' }, h('h3', { text: title }),
+    items.length ? h('ol', {}, items.map((c) => h('li', {},
+      h('span', { class: 'score', text: fmtScore(c.score) }), ' ', h('span', { text: c.text }))))
+      : h('p', { class: 'muted small', text: 'none' }));
+  return h('details', { class: 'debug-candidates' },
+    h('summary', { text: 'Candidates before fusion' }),
+    list('Semantic', candidates.semantic), list('Keyword', candidates.keyword));
 }

@@ -177,11 +177,14 @@ def _agent(name: str, spec: dict, source: str) -> AgentSpec:
     _known(spec, {"description", "context_window", "knowledge"}, source, "spec.")
     window = _typed(spec.get("context_window"), int, source, "spec.context_window") or DEFAULT_CONTEXT_WINDOW
     items = spec.get("knowledge") or []
+    single = isinstance(items, dict)  # the seed's agent config holds one knowledge base, not a list
+    if single:
+        items = [items]
     if not isinstance(items, list):
-        raise _fail(source, "spec.knowledge must be a list")
+        raise _fail(source, "spec.knowledge must be a mapping (one knowledge base) or a list of them")
     tools = []
     for n, item in enumerate(items):
-        where = f"spec.knowledge[{n}]."
+        where = "spec.knowledge." if single else f"spec.knowledge[{n}]."
         item = _mapping(item, source, where.rstrip("."))
         _known(item, {"knowledge_base", "mode", "query", "token_allocation", "max_tokens", "name", "description"},
                source, where)

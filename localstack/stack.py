@@ -25,6 +25,9 @@ import services  # noqa: E402
 from chalicelib.storage.db import functions_login  # noqa: E402
 
 ENV_FILE = services.STATE / "local.env"
+# The folders a knowledge base's folder source may read (FOLDER_SOURCE_ROOTS, separated by ':'):
+# one of the clone's own, never the state directory (the emulator's objects, the keys).
+FOLDER_SOURCE_DIR = ROOT / "folder-sources"
 BUCKET = "kb-documents-local"
 STACK = "kb-service"
 LOCAL_CORS_ORIGINS = "http://localhost:3000,http://127.0.0.1:3000"
@@ -51,6 +54,24 @@ def _aws_env(endpoint: str) -> None:
                        "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": REGION})
 
 
+def folder_source_roots() -> str:
+    """KB_FOLDER_SOURCE_ROOTS, else the clone's folder-sources/ (made here); a root that holds
+    the state directory, or lies in it, is refused: every organisation may read a root."""
+    listed = os.environ.get("KB_FOLDER_SOURCE_ROOTS")
+    roots = [Path(r) for r in listed.split(os.pathsep) if r.strip()] if listed is not None else [FOLDER_SOURCE_DIR]
+    state = services.STATE.resolve()
+    for root in roots:
+        if not root.is_absolute():
+            raise SystemExit(f"KB_FOLDER_SOURCE_ROOTS: {root} is not an absolute path")
+        real = root.resolve()
+        if real == state or state in real.parents or real in state.parents:
+            raise SystemExit(f"KB_FOLDER_SOURCE_ROOTS: {root} holds or lies in the stack's state ({state}),"
+                             " which no knowledge base may read")
+    if listed is None:
+        FOLDER_SOURCE_DIR.mkdir(exist_ok=True)
+    return os.pathsep.join(str(r) for r in roots)
+
+
 def _stack_parameters(urls: dict) -> dict:
     """The template's local case: the existing database and Redis, the emulator's bucket
     name, the model built under build/, and pipeline steps bounded by this machine's cores
@@ -71,7 +92,8 @@ def _stack_parameters(urls: dict) -> dict:
             # a front end in development (`KB_CORS_ORIGINS=... make up` for others)
             "CorsOrigins": os.environ.get("KB_CORS_ORIGINS", LOCAL_CORS_ORIGINS),
             # the console at /console offers the demo key written there (never set on AWS)
-            "ConsoleDemoKeyFile": str(ENV_FILE)}
+            "ConsoleDemoKeyFile": str(ENV_FILE),
+            "FolderSourceRoots": folder_source_roots()}
 
 
 def close_emulator_gaps(session, dist: Path, parameters: dict, rest_api_id: str) -> None:
@@ -239,7 +261,8 @@ def up(with_demo: bool) -> None:
                     "KB_APP_DATABASE_URL": functions_login(urls["DATABASE_URL"]),
                     "KB_SEARCH_FUNCTION": outputs["SearchFunctionName"],
                     "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
-                    "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK})
+                    "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK,
+                    "KB_FOLDER_SOURCE_ROOTS": parameters["FolderSourceRoots"]})
     if not emulator_was_running:
         resume_cut_runs(session, outputs["ReconcileFunctionName"])
     kb, agent = demo_agent(api_url, key)

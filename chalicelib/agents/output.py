@@ -21,9 +21,12 @@ PASSAGE = {
                                                        " as 'Install > Debian'; null outside any heading"},
         "chunkIndex": {"type": "integer", "minimum": 0},
         "similarity": {"type": "number", "description": "How well the passage matches the query, 0 to 1"},
-        "metadata": {"type": "object", "description": "The document's metadata"},
+        "metadata": {"type": "object", "description": "The document's metadata attributes, and its filesize"
+                                                      " (bytes), uploadedAt, uploadedBy and totalChunks",
+                     "properties": {"filesize": {"type": ["integer", "null"]}, "uploadedAt": _NULLABLE_STRING,
+                                    "uploadedBy": _NULLABLE_STRING, "totalChunks": {"type": ["integer", "null"]}}},
         "truncated": {"type": "boolean", "description": "True when the passage was cut to fit the tool's token"
-                                                        " budget (at a sentence, else at a word with '...')"},
+                                                        " budget (at a sentence, else at a word), ending '...'"},
         "rerankScore": {"type": "number", "description": "The reranker's relevance, when the tool reranks"},
         "alsoIn": {"type": "array", "description": "Other documents holding the same text, or nearly; present"
                                                    " when there are any",

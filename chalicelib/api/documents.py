@@ -4,14 +4,14 @@ from chalice import Blueprint
 
 from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok, query_params
-from chalicelib.api.views import document_view, entry_hit_view, entry_view, sync_view, upload_view
+from chalicelib.api.views import chunk_view, document_view, entry_hit_view, entry_view, sync_view, upload_view
 from chalicelib.documents import entries, listing, service, uploads
 from chalicelib.documents.entry_text import whole_contents
-from chalicelib.auth.access import ENTRY_LEVELS
+from chalicelib.auth.access import ENTRY_LEVELS, canonical_level
 from chalicelib.errors import Invalid
 from chalicelib.ingestion.extract import HEAD_BYTES
 from chalicelib.storage.document_status import STATUSES, parse_status
-from chalicelib.validate import choice_field, int_field, refuse_unknown, string_field
+from chalicelib.validate import int_field, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
 HEAD_BASE64_CHARS = (HEAD_BYTES + 2) // 3 * 4
@@ -90,6 +90,18 @@ def get_document(principal, kb_id, doc_id):
     return ok(document_view(service.get_document(principal, kb_id, doc_id)))
 
 
+@blueprint.route("/knowledge-bases/{kb_id}/documents/{doc_id}/chunks", methods=["GET"])
+@authenticated(blueprint)
+def list_document_chunks(principal, kb_id, doc_id):
+    """The document's chunks in order, a page at a time, each with its offsets in the text."""
+    params = query_params(blueprint.current_request)
+    refuse_unknown(params, {"limit", "nextToken"}, "is not a parameter of the chunk list")
+    page, next_token = service.list_chunks(
+        principal, kb_id, doc_id, after=listing.decode_chunk_token(params.get("nextToken"), doc_id),
+        limit=int_field(params.get("limit"), "limit", limits.CHUNK_PAGE_SIZE))
+    return ok({"items": [chunk_view(c) for c in page], "nextToken": next_token})
+
+
 @blueprint.route("/knowledge-bases/{kb_id}/documents/{doc_id}", methods=["DELETE"])
 @authenticated(blueprint)
 def delete_document(principal, kb_id, doc_id):
@@ -111,6 +123,16 @@ def sync_documents(principal, kb_id):
     return ok(sync_view(service.sync_documents(principal, kb_id)))
 
 
+def _level(body: dict) -> str:
+    """An entry's level in any case, "organization" and "org" read as organisation."""
+    if body.get("level") is None:
+        return "individual"
+    level = canonical_level(body["level"])
+    if level is None:
+        raise Invalid.field("level", f"must be one of {', '.join(ENTRY_LEVELS)}")
+    return level
+
+
 @blueprint.route("/knowledge-bases/{kb_id}/entries", methods=["POST"])
 @authenticated(blueprint)
 def create_entry(principal, kb_id):
@@ -118,7 +140,7 @@ def create_entry(principal, kb_id):
     entry = entries.create_entry(
         principal, kb_id, title=string_field(body, "title", required=True, max_length=limits.ENTRY_TITLE_MAX_CHARS),
         content=string_field(body, "content", required=True, max_length=limits.ENTRY_CONTENT_MAX_CHARS),
-        metadata=_metadata(body), level=choice_field(body, "level", ENTRY_LEVELS, "individual"))
+        metadata=_metadata(body), level=_level(body))
     return ok(entry_view(entry), status=201 if entry.created else 200)
 
 
@@ -128,9 +150,9 @@ def set_entry_level(principal, kb_id, entry_id):
     """Promote or demote an entry: {"level"}."""
     body = json_body(blueprint.current_request)
     refuse_unknown(body, {"level"}, "cannot be changed; an entry's level can (its text is kept as written)")
-    if "level" not in body:
+    if body.get("level") is None:
         raise Invalid.field("level", f"is required: one of {', '.join(ENTRY_LEVELS)}")
-    level = choice_field(body, "level", ENTRY_LEVELS, "individual")
+    level = _level(body)
     return ok(entry_view(entries.set_entry_level(principal, kb_id, entry_id, level)))
 
 

@@ -8,7 +8,7 @@ from chalicelib.api.views import kb_view, rebuild_view
 from chalicelib.knowledge_bases import rebuild
 from chalicelib.config import load_settings
 from chalicelib.errors import Invalid
-from chalicelib.sources import parse_source
+from chalicelib.sources import SourceRules, parse_source
 from chalicelib.validate import int_field, name_and_description_changes, refuse_unknown, string_field
 
 blueprint = Blueprint(__name__)
@@ -23,7 +23,7 @@ def _visibility(body: dict, *, required: bool) -> str:
 
 def _source(body: dict, principal):
     settings = load_settings()
-    return parse_source(body.get("source"), principal.org_id, settings.bucket, settings.url_private_addresses_allowed)
+    return parse_source(body.get("source"), principal.org_id, settings.bucket, SourceRules.of(settings))
 
 
 @blueprint.route("/knowledge-bases", methods=["POST"])

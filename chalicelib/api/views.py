@@ -73,7 +73,8 @@ def sync_view(report: SyncReport) -> dict:
     return {"knowledgeBaseId": report.knowledge_base_id, "added": report.added, "changed": report.changed,
             "removed": report.removed, "unchanged": report.unchanged, "failed": report.failed,
             "source": {"copied": source.copied, "unchanged": source.unchanged, "deleted": source.deleted,
-                       "skipped": list(source.skipped), "more": source.more} if source else None}
+                       "skipped": [{"path": s.name, "reason": s.reason} for s in source.skipped],
+                       "more": source.more} if source else None}
 
 
 def upload_view(upload: Upload) -> dict:
@@ -98,6 +99,13 @@ def entry_hit_view(passage: Passage) -> dict:
             "score": round(min(1.0, max(0.0, passage.scores.vector or 0.0)), 6)}
 
 
+def passage_metadata(passage: Passage) -> dict:
+    """A passage's metadata: its document's attributes, and the document's size, when and by
+    whom it was added and its chunk count (these names over an attribute of the same name)."""
+    return {**passage.metadata, "filesize": passage.filesize, "uploadedAt": passage.uploaded_at,
+            "uploadedBy": passage.uploaded_by, "totalChunks": passage.total_chunks}
+
+
 def passage_view(passage: Passage, debug: bool = False) -> dict:
     view = {
         "rank": passage.rank, "chunkId": public_chunk_id(passage.chunk_id),
@@ -106,11 +114,13 @@ def passage_view(passage: Passage, debug: bool = False) -> dict:
         "documentId": passage.document_id, "knowledgeBaseId": passage.knowledge_base_id,
         "chunkIndex": passage.chunk_index, "page": passage.page, "headers": passage.headers,
         "section": passage.section,
-        "similarity": passage.similarity, "metadata": passage.metadata, "tokens": passage.tokens,
+        "similarity": passage.similarity, "metadata": passage_metadata(passage), "tokens": passage.tokens,
         "truncated": passage.truncated,
         "alsoIn": [{"documentId": a.document_id, "knowledgeBaseId": a.knowledge_base_id, "path": a.path,
                     "source": a.source, "chunkId": public_chunk_id(a.chunk_id)} for a in passage.also_in],
     }
+    if passage.span:
+        view["parent"] = {"firstChunkIndex": passage.span[0], "lastChunkIndex": passage.span[1]}
     if passage.rerank_score is not None:
         view["rerankScore"] = passage.rerank_score
     if debug:
@@ -138,8 +148,8 @@ def debug_view(view: DebugView) -> dict:
     """Seed 003's debug view: both candidate lists before fusion, each by its own score, and
     the query's embedding per model when asked ({"queryVector": true})."""
     def listed(candidates):
-        return [{"chunkId": public_chunk_id(c.chunk_id), "documentId": c.document_id, "score": c.score}
-                for c in candidates]
+        return [{"chunkId": public_chunk_id(c.chunk_id), "documentId": c.document_id, "score": c.score,
+                 "text": c.text} for c in candidates]
     answer = {"candidates": {"semantic": listed(view.semantic), "keyword": listed(view.keyword)}}
     if view.query_vectors:
         answer["queryVectors"] = [{"model": model, "vector": list(vector)} for model, vector in view.query_vectors]
@@ -160,7 +170,8 @@ def chunk_view(chunk: StoredChunk) -> dict:
     return {"chunkId": public_chunk_id(chunk.chunk_id), "knowledgeBaseId": chunk.knowledge_base_id,
             "documentId": chunk.document_id, "content": chunk.content, "source": chunk.source, "path": chunk.path,
             "chunkIndex": chunk.chunk_index, "page": chunk.page, "headers": chunk.headers, "section": chunk.section,
-            "metadata": chunk.metadata, "tokens": chunk.tokens}
+            "metadata": chunk.metadata, "tokens": chunk.tokens, "startOffset": chunk.start_offset,
+            "endOffset": chunk.end_offset}
 
 
 def bare_view(passages) -> list[dict]:
@@ -191,7 +202,7 @@ def tool_result_view(run: ToolRun) -> dict:
         "results": [{"rank": p.rank, "content": p.content, "source": p.source, "path": p.path, "page": p.page,
                      "section": p.section, "chunkIndex": p.chunk_index, "similarity": p.similarity,
                      # seed 000's ContextWindowManager marks a cut passage in its metadata
-                     "metadata": {**p.metadata, "truncated": True} if p.truncated else p.metadata,
+                     "metadata": {**passage_metadata(p), "truncated": True} if p.truncated else passage_metadata(p),
                      "truncated": p.truncated,
                      **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {}),
                      **({"alsoIn": [{"source": a.source, "path": a.path} for a in p.also_in]} if p.also_in else {})}

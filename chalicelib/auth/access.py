@@ -50,6 +50,17 @@ def may_write_kb(principal: Principal, kb: dict) -> bool:
 
 
 ENTRY_LEVELS = ("individual", "organisation", "public")  # seed 003's, narrowest first
+LEVEL_ALIASES = {"organization": "organisation", "org": "organisation", "personal": "individual"}
+
+
+def canonical_level(value) -> Optional[str]:
+    """An entry level as stored (one of ENTRY_LEVELS) from any case and the American and
+    short spellings clients and models write ("Organization", "org"); None if it is none."""
+    if not isinstance(value, str):
+        return None
+    level = value.strip().lower()
+    level = LEVEL_ALIASES.get(level, level)
+    return level if level in ENTRY_LEVELS else None
 
 
 def widest_entry_level(principal: Principal) -> str:

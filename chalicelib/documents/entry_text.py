@@ -15,7 +15,7 @@ from typing import Iterable
 from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.retrieval import Passage
-from chalicelib.retrieval.context import ELLIPSIS, cut_to_tokens
+from chalicelib.retrieval.context import cut_to_tokens
 from chalicelib.embeddings.tokens import count_tokens
 from chalicelib.storage import connection, entry_chunks
 
@@ -53,6 +53,5 @@ def _fitted(passage: Passage, text: str, budget: int) -> Passage:
     tokens = count_tokens(text)
     if tokens <= budget:
         return replace(passage, content=text, tokens=tokens, truncated=False)
-    cut = cut_to_tokens(text, budget - count_tokens(ELLIPSIS))
-    cut = cut if cut.endswith(ELLIPSIS) else cut + ELLIPSIS
+    cut = cut_to_tokens(text, budget)  # ends with "..." at a sentence as at a word
     return replace(passage, content=cut, tokens=count_tokens(cut), truncated=True)

@@ -65,3 +65,25 @@ def row_key(sort: str, row: dict) -> tuple:
     if sort == "updatedAt":
         return (row["updated_at"].isoformat(), row["id"])
     return (row["status"], row["s3_key"])
+
+
+def encode_chunk_token(doc_id: str, chunk_index: int) -> str:
+    """Where a page of a document's chunks stopped: the last chunk's index."""
+    raw = json.dumps([doc_id, chunk_index], separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_chunk_token(token: Optional[str], doc_id: str) -> int:
+    """The chunk index a nextToken of this document's chunk list carries (-1: from the start)."""
+    if token is None:
+        return -1
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise Invalid.field("nextToken", "is not a token this API returned") from None
+    if (not isinstance(data, list) or len(data) != 2 or not isinstance(data[0], str)
+            or isinstance(data[1], bool) or not isinstance(data[1], int) or not 0 <= data[1] < 2 ** 31):
+        raise Invalid.field("nextToken", "is not a token this API returned")
+    if data[0] != doc_id:
+        raise Invalid.field("nextToken", "belongs to another document's chunks")
+    return data[1]

@@ -8,14 +8,15 @@ from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_read, kb_to_write
 from chalicelib.aws import client
 from chalicelib.config import load_settings
-from chalicelib.documents.listing import DocumentQuery, encode_token, row_key
+from chalicelib.documents.listing import DocumentQuery, encode_chunk_token, encode_token, row_key
 from chalicelib.documents.runs import start_ingestion
 from chalicelib.documents.sync import SyncReport, sync_knowledge_base
 from chalicelib.errors import Invalid, NotFound
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX
-from chalicelib.sources import source_of
+from chalicelib.sources import SourceRules, parse_source
 from chalicelib.sources.mirror import mirror
-from chalicelib.storage import audit, connection, documents
+from chalicelib.retrieval.model import StoredChunk
+from chalicelib.storage import audit, chunks, connection, documents
 
 
 def _document(conn, principal: Principal, kb_id: str, doc_id: str, *, action: str = "") -> dict:
@@ -43,6 +44,18 @@ def list_documents(principal: Principal, kb_id: str, query: DocumentQuery) -> tu
 def get_document(principal: Principal, kb_id: str, doc_id: str) -> dict:
     with connection() as conn:
         return _document(conn, principal, kb_id, doc_id)
+
+
+def list_chunks(principal: Principal, kb_id: str, doc_id: str, *, after: int,
+                limit: int) -> tuple[list[StoredChunk], Optional[str]]:
+    """A page of the document's chunks in order (of its current version), for whoever may
+    read the document, and the token of the next page (None at the end)."""
+    with connection() as conn:
+        _document(conn, principal, kb_id, doc_id)
+        rows = chunks.document_page(conn, principal, kb_id, doc_id, after=after, limit=limit + 1)
+    page = [StoredChunk.of(r) for r in rows[:limit]]
+    more = len(rows) > limit
+    return page, (encode_chunk_token(doc_id, page[-1].chunk_index) if more else None)
 
 
 def delete_document(principal: Principal, kb_id: str, doc_id: str) -> None:
@@ -77,8 +90,11 @@ def sync_documents(principal: Principal, kb_id: str) -> SyncReport:
     """The bucket compared with the knowledge base's documents, now (see sync.py)."""
     with connection() as conn:
         kb = kb_to_write(conn, principal, kb_id, "sync documents")
-    source = source_of(kb["source"])
-    mirrored = mirror(kb_id, source) if source else None  # copies land first, and their events start runs
+    settings = load_settings()
+    rules = SourceRules.of(settings)
+    # parsed again, not trusted as stored: the deployment's rules and the names' addresses may have changed
+    source = parse_source(kb["source"], kb["org_id"], settings.bucket, rules)
+    mirrored = mirror(kb_id, source, rules) if source else None  # copies land first, and their events start runs
     report = replace(sync_knowledge_base(kb_id), source=mirrored)
     with connection() as conn:
         audit.write(conn, principal, "sync_knowledge_base", "knowledge_base", kb_id,

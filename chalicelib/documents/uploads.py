@@ -21,6 +21,7 @@ from chalicelib.errors import Invalid, TooLarge, Unsupported
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import HEAD_BYTES, refused_by_content, refused_by_name, sniff_type
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
+from chalicelib.paths import clean_path
 from chalicelib.storage import audit, connection, document_status, documents
 from chalicelib.storage.document_status import PROCESSED
 
@@ -62,30 +63,6 @@ class Upload:
     document: dict  # the document's row: PENDING, or as it was when unchanged
     put: Optional[PresignedPut]  # where to PUT the bytes; None when they came inline or are unchanged
     result: str  # ADDED, UPDATED or UNCHANGED
-
-
-def _clean_segment(segment: str, field: str) -> str:
-    segment = "".join(ch for ch in segment if unicodedata.category(ch)[0] != "C").strip()
-    if segment in (".", ".."):
-        raise Invalid.field(field, "must not hold '.' or '..' segments")
-    segment = re.sub(r"[^\w.\- ()@+,=~]+", "_", segment)
-    if len(segment) > limits.PATH_SEGMENT_MAX_CHARS:
-        raise Invalid.field(field, f"each name in it must be at most {limits.PATH_SEGMENT_MAX_CHARS} characters")
-    return segment
-
-
-def clean_path(path: str, field: str = "path") -> str:
-    """A document's path below its knowledge base: '/'-separated names (a '\\' counts as
-    one), NFC, no control characters, no '.' or '..' (no way out of kb/{kbId}/), empty
-    segments dropped; characters S3 and shells handle badly become '_'."""
-    path = unicodedata.normalize("NFC", path).replace("\\", "/")
-    segments = [_clean_segment(s, field) for s in path.split("/") if s.strip()]
-    if not segments or not re.search(r"[^\W_]", segments[-1]):
-        raise Invalid.field(field, "must name a file (letters or digits)")
-    cleaned = "/".join(segments)
-    if len(cleaned.encode("utf-8")) > limits.PATH_MAX_BYTES:
-        raise Invalid.field(field, f"must be at most {limits.PATH_MAX_BYTES} bytes")
-    return cleaned
 
 
 def name_as_path(filename: str) -> str:

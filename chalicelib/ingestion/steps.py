@@ -22,6 +22,7 @@ from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
 from chalicelib.ingestion import objects
 from chalicelib.ingestion.chunk import chunk_document
+from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
@@ -160,13 +161,14 @@ def chunk_step(event: dict) -> dict:
             return _failed(state, IngestionError(
                 "TOO_MANY_SECTIONS", f"the file has {len(extracted.sections):,} sections (pages, headings);"
                                      f" the limit is {limits.MAX_SECTIONS_PER_FILE:,}"))
-        chunks = _chunked(kb, extracted, doc["metadata"])
+        chunks = with_context(_chunked(kb, extracted, doc["metadata"]), extracted.title, doc["path"])
         if not chunks:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
         if len(chunks) > limits.MAX_CHUNKS_PER_DOCUMENT:  # before any embedding work
             return _failed(state, IngestionError(
-                "TOO_MANY_CHUNKS", f"the document makes {len(chunks):,} chunks of up to {kb['chunk_tokens']}"
-                                   f" tokens; the limit is {limits.MAX_CHUNKS_PER_DOCUMENT:,} a document"))
+                "TOO_MANY_CHUNKS", f"the document makes {len(chunks):,} chunks of up to {fitting_tokens(kb)}"
+                                   f" tokens (what the knowledge base's model reads of one); the limit is"
+                                   f" {limits.MAX_CHUNKS_PER_DOCUMENT:,} a document"))
         if len(chunks) > EMBED_BATCH:
             batches = [
                 objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
@@ -182,8 +184,8 @@ def _chunked(kb: dict, extracted: Extracted, metadata: dict) -> list[Chunk]:
     """The document cut by the knowledge base's strategy; the semantic one embeds its
     sentences with the knowledge base's provider (timed as the chunks' embeddings are)."""
     if kb["chunk_strategy"] != SEMANTIC:
-        return chunk_document(extracted, kb["chunk_tokens"], kb["chunk_overlap"], metadata)
-    return semantic_chunks(extracted, kb["chunk_tokens"], kb["chunk_overlap"], metadata,
+        return chunk_document(extracted, fitting_tokens(kb), fitting_overlap(kb), metadata)
+    return semantic_chunks(extracted, fitting_tokens(kb), fitting_overlap(kb), metadata,
                            lambda sentences: _embedded(kb, sentences))
 
 
@@ -201,7 +203,7 @@ def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dic
     embedded and stored by the Chunk task itself, and its run ends there: three task
     invocations (Embed, Store, Finalize) and the batch files' S3 round trips fewer."""
     with _step(state, "embed"):
-        vectors = _embedded(kb, [c.content for c in chunks])
+        vectors = _embedded(kb, [embedded_text(c) for c in chunks])
     with _step(state, "store"):
         stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
     if state.extracted_key:  # otherwise the run wrote no work file
@@ -216,7 +218,7 @@ def embed_step(event: dict) -> str:
         with connection() as conn:
             kb = _knowledge_base(conn, batch.kb_id)
         chunks = [Chunk.from_json(c) for c in objects.read_json(batch.bucket, batch.batch_key)]
-        vectors = _embedded(kb, [c.content for c in chunks])
+        vectors = _embedded(kb, [embedded_text(c) for c in chunks])
         embedded = [replace(c, embedding=v).to_json() for c, v in zip(chunks, vectors)]
         return objects.write_json(batch.bucket, batch.batch_key.replace("chunks-", "embedded-"), embedded)
 

@@ -16,7 +16,8 @@ from typing import Optional
 
 from chalicelib import freshness, limits
 from chalicelib.auth import Principal
-from chalicelib.auth.access import ENTRY_LEVELS, current_principal, kb_to_write, widest_entry_level
+from chalicelib.auth.access import (ENTRY_LEVELS, canonical_level, current_principal, kb_to_write,
+                                    widest_entry_level)
 from chalicelib.documents.entries import Knowledge, rewrite_entry, store_entry
 from chalicelib.documents.entry_text import rebuild
 from chalicelib.embeddings import get_provider
@@ -28,7 +29,6 @@ from chalicelib.storage.filters import SearchFilters
 
 logger = logging.getLogger(__name__)
 ROLES = ("user", "assistant")
-LEVEL_ALIASES = {"organization": "organisation", "org": "organisation", "personal": "individual"}
 
 SYSTEM_PROMPT = f"""You extract durable knowledge from a conversation between a user and an AI agent.
 List only what is worth remembering for later conversations: facts, procedures, preferences,
@@ -342,9 +342,8 @@ def parse_items(answer: str) -> tuple[list[Item], list[Outcome]]:
         confidence = raw.get("confidence")
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
             raise ValueError(f"items[{i}].confidence is not a number from 0 to 1")
-        level = str(raw.get("level") or "individual").strip().lower()
-        level = LEVEL_ALIASES.get(level, level)
-        if level not in ENTRY_LEVELS:
+        level = canonical_level(str(raw.get("level") or "individual"))
+        if level is None:
             raise ValueError(f"items[{i}].level is not one of {', '.join(ENTRY_LEVELS)}")
         kind = str(raw.get("type") or "fact").strip().lower()
         if kind not in limits.ENTRY_TYPES:

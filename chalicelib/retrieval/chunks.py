@@ -14,7 +14,4 @@ def read_chunk(principal: Principal, kb_id: str, chunk_id: str) -> StoredChunk:
         row = chunks.get_readable(conn, principal, kb_id, row_id) if row_id is not None else None
     if row is None:
         raise NotFound.thing("chunk", chunk_id)
-    return StoredChunk(chunk_id=row["chunk_id"], knowledge_base_id=row["kb_id"], document_id=row["document_id"],
-                       content=row["content"], source=row["title"] or row["filename"], path=row["path"],
-                       chunk_index=row["chunk_index"], page=row["page"], headers=row["headers"],
-                       metadata=row["metadata"], tokens=row["token_count"])
+    return StoredChunk.of(row)

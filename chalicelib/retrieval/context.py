@@ -2,7 +2,7 @@
 
 Tokens are counted with the WordPiece tokenizer of all-MiniLM-L6-v2 (the
 `tokenizers` library, offline); the last passage that does not fit whole is cut
-at a sentence boundary (else at a word, with "...") and marked truncated."""
+at a sentence boundary (else at a word), ends with "..." and is marked truncated."""
 import re
 from dataclasses import dataclass
 from typing import Generic, Optional, Protocol, Sequence, TypeVar
@@ -16,24 +16,34 @@ MIN_USEFUL_TOKENS = 16
 
 
 def cut_to_tokens(text: str, budget: int) -> str:
-    """The longest run of whole sentences from the start of text within budget; when not
-    even the first sentence fits, the longest run of whole words and "..." (seed 000's
-    context window manager), so the model sees the text goes on; '' if no word fits."""
-    best = ""
-    for match in _SENTENCE_END.finditer(text):
-        candidate = text[: match.start()].rstrip()
-        if count_tokens(candidate) > budget:
-            break
-        best = candidate
-    if not best and count_tokens(text) <= budget:
-        best = text
-    return best or _cut_at_word(text, budget)
+    """The longest run of whole sentences from the start of text that fits the budget with
+    "..." after it; when not even the first sentence does, the longest run of whole words
+    and "..." (seed 000's context window manager: a cut passage says the text goes on
+    either way); '' if no word fits."""
+    cut = _first_sentences(text, budget, ELLIPSIS)
+    if cut:
+        return cut + ELLIPSIS
+    return text if count_tokens(text) <= budget else _cut_at_word(text, budget)
 
 
 def summarise(text: str, budget: int) -> str:
     """Seed 003's summary of a passage, extractive: the whole text when it fits the
-    budget, else its first sentences (or words) within it."""
-    return text if count_tokens(text) <= budget else cut_to_tokens(text, budget)
+    budget, else its first sentences within it (or its first words and "...")."""
+    if count_tokens(text) <= budget:
+        return text
+    return _first_sentences(text, budget) or _cut_at_word(text, budget)
+
+
+def _first_sentences(text: str, budget: int, suffix: str = "") -> str:
+    """The longest run of whole sentences from the start of text within budget with suffix
+    after it; '' when not even the first one fits."""
+    best = ""
+    for match in _SENTENCE_END.finditer(text):
+        candidate = text[: match.start()].rstrip()
+        if count_tokens(candidate + suffix) > budget:
+            break
+        best = candidate
+    return best
 
 
 def _cut_at_word(text: str, budget: int) -> str:
@@ -51,6 +61,17 @@ def _cut_at_word(text: str, budget: int) -> str:
 
 def _with_ellipsis(text: str, end: int) -> str:
     return text[:end].rstrip(",;:-") + ELLIPSIS
+
+
+def excerpt(text: str, max_chars: int) -> str:
+    """The text whole when it has at most max_chars characters, else its first whole words
+    within them and "..." (a word longer than that is cut)."""
+    if len(text) <= max_chars:
+        return text
+    room = max_chars - len(ELLIPSIS)
+    head = text[:room + 1]
+    cut = head[:head.rfind(" ")] if " " in head.strip() else text[:room]
+    return cut.rstrip(" ,;:-") + ELLIPSIS
 
 
 class Packable(Protocol):

@@ -94,6 +94,14 @@ class Passage:
     rerank_score: Optional[float] = None  # the reranker's relevance, when the search reranked
     chunk_id: int = 0  # the chunk's row (GET .../chunks/chunk_{id}); 0 only in hand-made passages
     summarised: bool = False  # content holds the passage's first sentences, not all of it
+    span: Optional[tuple] = None  # (first, last) chunk index of the parent the content is, if more than the chunk
+    # Its document's, as seed 003's chunk metadata names them: size in bytes (a file's), when
+    # (ISO 8601) and by whom it was first added (None to another organisation, and for a file
+    # dropped into the bucket), and its number of chunks.
+    filesize: Optional[int] = None
+    uploaded_at: Optional[str] = None
+    uploaded_by: Optional[str] = None
+    total_chunks: Optional[int] = None
     also_in: tuple[AlsoIn, ...] = ()  # the other documents with the same text or nearly, best first
 
     @property
@@ -108,6 +116,7 @@ class Candidate:
     chunk_id: int
     document_id: str
     score: float
+    text: str  # its first limits.DEBUG_CANDIDATE_TEXT_CHARS characters
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,8 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class StoredChunk:
-    """One chunk as GET /knowledge-bases/{kbId}/chunks/{chunkId} answers it: the whole text."""
+    """One chunk as GET /knowledge-bases/{kbId}/chunks/{chunkId} and a document's chunk list
+    answer it: the whole text, and where it starts and ends in its document's text."""
     chunk_id: int
     knowledge_base_id: str
     document_id: str
@@ -152,7 +162,19 @@ class StoredChunk:
     headers: list
     metadata: dict
     tokens: int
+    start_offset: int
+    end_offset: int
 
     @property
     def section(self) -> Optional[str]:
         return section_of(self.headers)
+
+    @classmethod
+    def of(cls, row: dict) -> "StoredChunk":
+        """From a row of storage.chunks' CHUNK_COLUMNS."""
+        return cls(chunk_id=row["chunk_id"], knowledge_base_id=row["kb_id"], document_id=row["document_id"],
+                   content=row["content"], path=row["path"],
+                   source=(row["title"] if row["kind"] == "entry" else None) or row["filename"],
+                   chunk_index=row["chunk_index"], page=row["page"], headers=row["headers"],
+                   metadata=row["metadata"], tokens=row["token_count"], start_offset=row["start_char"],
+                   end_offset=row["end_char"])

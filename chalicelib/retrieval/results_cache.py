@@ -19,6 +19,9 @@ from chalicelib.kv import redis_client
 from chalicelib.retrieval.model import AlsoIn, Passage, Scores, SearchRequest, SearchResult
 
 logger = logging.getLogger(__name__)
+# Part of every key: moved when a passage gains fields, so no answer stored before (without
+# them) is read back by a worker that answers them.
+ANSWER_SHAPE = 2
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def keys_to_read(principal: Principal, request: SearchRequest) -> tuple[str, ...
     search that is not cached."""
     if request.debug:
         return ()
-    asked = {"org": principal.org_id, "user": principal.user_id, "request": request}
+    asked = {"org": principal.org_id, "user": principal.user_id, "request": request, "shape": ANSWER_SHAPE}
     digest = hashlib.sha256(json.dumps(asked, sort_keys=True, default=_plain).encode("utf-8")).hexdigest()
     return (*freshness.keys(request.knowledge_base_ids), f"kb:answer:{digest}")
 

@@ -27,11 +27,11 @@ from chalicelib import limits, metrics
 from chalicelib.auth import Principal, access
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import bm25, dedupe, policy, rerank, results_cache
+from chalicelib.retrieval import bm25, dedupe, parents, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
-from chalicelib.retrieval.context import Fitted, pack, summarise
+from chalicelib.retrieval.context import Fitted, excerpt, pack, summarise
 from chalicelib.retrieval.model import AlsoIn, Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
-from chalicelib.storage import acting_for, chunks, db, terms
+from chalicelib.storage import acting_for, chunks, connection, db, terms
 from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
 
@@ -82,14 +82,16 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
     candidates.sort(key=lambda h: h.score, reverse=True)
     if request.min_score > 0:
         candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
+    # A few more than asked, to take the place of passages that repeat a better one's text.
+    wanted = request.top_k + policy.DEDUPE_SPARE
+    if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
+        candidates = rerank.rerank(request.query, candidates, wanted)
+    candidates = _parents(principal, candidates, kbs, wanted)
     # K different answers: a text repeated in other documents (an included block, a page beside
     # its source) answers once, at its best rank, naming the others (Passage.also_in).
-    groups = dedupe.distinct(candidates, _content, limits.RERANK_CANDIDATES if request.rerank else request.top_k)
+    groups = dedupe.distinct(candidates, _content, request.top_k)
     candidates = [g.kept for g in groups]
     repeats = {g.kept.chunk_id: g.repeats for g in groups if g.repeats}
-    if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
-        candidates = rerank.rerank(request.query, candidates, request.top_k)
-    candidates = candidates[: request.top_k]
     ordered = _prioritise(candidates, request.prioritize_by)
     if request.summaries:  # the budget then holds the summaries, not the passages they stand for
         ordered = [h._replace(content=summarise(h.content, limits.PASSAGE_SUMMARY_TOKENS), tokens=None)
@@ -130,6 +132,16 @@ def _also_in(kept: Hit, repeats) -> tuple[AlsoIn, ...]:
     return tuple(found)
 
 
+def _parents(principal: Principal, candidates: list[Hit], kbs: list[dict], top_k: int) -> list[Hit]:
+    """The top_k passages: each hit's parent, one per parent (retrieval/parents.py)."""
+    by_id = {kb["id"]: kb for kb in kbs}
+    pool = candidates[: top_k * parents.DEPTH]
+    if not any(parents.reach(by_id[h.kb_id]) for h in pool):
+        return candidates[:top_k]
+    with acting_for(principal.org_id, principal.user_id), connection() as conn:
+        return parents.parents(conn, pool, by_id, top_k)
+
+
 def _merged_views(views: list[Optional[DebugView]]) -> DebugView:
     """One debug view of every model group's lists (each list by its own score)."""
     views = [v for v in views if v is not None]
@@ -145,7 +157,8 @@ def _debug_view(request: SearchRequest, semantic: list[Hit], keyword: list[Hit],
         return None
 
     def listed(hits: list[Hit]) -> tuple[Candidate, ...]:
-        return tuple(Candidate(h.chunk_id, h.document_id, round(h.score, 6)) for h in hits)
+        return tuple(Candidate(h.chunk_id, h.document_id, round(h.score, 6),
+                               excerpt(h.content, limits.DEBUG_CANDIDATE_TEXT_CHARS)) for h in hits)
 
     return DebugView(semantic=listed(semantic), keyword=listed(keyword),
                      query_vectors=((model, tuple(float(x) for x in vector)),)
@@ -289,11 +302,27 @@ def fuse(semantic: list[Hit], keyword: list[Hit], weights: tuple[float, float] =
         fused = {chunk_id: sum(w / (RRF_K + ranks[chunk_id]) for w, ranks in parts if chunk_id in ranks) / best
                  for chunk_id in found}
     else:
-        parts = [(w_semantic, _min_max(semantic)), (w_keyword, _min_max(keyword))]
+        scale = _spread if method == "distribution" else _min_max
+        parts = [(w_semantic, scale(semantic)), (w_keyword, scale(keyword))]
         fused = {chunk_id: sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts) for chunk_id in found}
     return sorted((h._replace(vector=in_semantic[i].score if i in in_semantic else h.vector,
                              keyword=in_keyword[i].score if i in in_keyword else None, fused=fused[i], score=fused[i])
                    for i, h in found.items()), key=lambda h: (-h.score, h.chunk_id))
+
+
+def _spread(hits: list[Hit]) -> dict[int, float]:
+    """Distribution-based scaling: each score placed between the list's mean less and plus three
+    standard deviations (clipped to 0..1), so a list whose best stands far above the rest
+    weighs more than one whose scores are all alike."""
+    if not hits:
+        return {}
+    scores = [h.score for h in hits]
+    mean = sum(scores) / len(scores)
+    sigma = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    if sigma == 0:
+        return {h.chunk_id: 0.5 for h in hits}
+    low, span = mean - 3 * sigma, 6 * sigma
+    return {h.chunk_id: min(1.0, max(0.0, (s - low) / span)) for h, s in zip(hits, scores)}
 
 
 def _ranks(hits: list[Hit]) -> dict[int, int]:
@@ -328,12 +357,15 @@ def _prioritise(hits: list[Hit], prioritize_by: str) -> list[Hit]:
 def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
     hit = fitted.item
     return Passage(
-        rank=rank, content=fitted.content, source=hit.title or hit.filename, path=hit.path,
+        rank=rank, content=fitted.content, source=(hit.title if hit.kind == "entry" else None) or hit.filename,
+        path=hit.path,
         document_id=hit.document_id, knowledge_base_id=hit.kb_id, chunk_index=hit.chunk_index,
         page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),
         metadata=hit.metadata, tokens=fitted.tokens, truncated=fitted.truncated,
         scores=Scores(*(round(s, 6) if s is not None else None for s in (hit.vector, hit.keyword, hit.fused))),
-        rerank_score=hit.rerank, chunk_id=hit.chunk_id)
+        rerank_score=hit.rerank, chunk_id=hit.chunk_id, span=hit.span, filesize=hit.size,
+        uploaded_at=hit.uploaded_at.isoformat() if hit.uploaded_at is not None else None,
+        uploaded_by=hit.uploaded_by, total_chunks=hit.total_chunks)
 
 
 def _summary(passages: tuple[Passage, ...], used: int, omitted: int) -> str:

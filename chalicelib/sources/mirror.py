@@ -13,7 +13,7 @@ from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.errors import BadUpstream
 from chalicelib.ingestion.objects import knowledge_base_prefix
-from chalicelib.sources import SourceConfig, TooLargeObject, adapter_for
+from chalicelib.sources import Skipped, SourceConfig, SourceObject, SourceRules, TooLargeObject, Unreadable, adapter_for
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class MirrorReport:
     copied: int
     unchanged: int
     deleted: int
-    skipped: tuple[str, ...]  # paths not copied: too large, or too long a key
+    skipped: tuple[Skipped, ...]  # the source's names not copied, each with why
     more: bool  # stopped at the time budget: a later sync goes on where this one stopped
 
 
@@ -38,18 +38,34 @@ def _load(s3, bucket: str, kb_id: str) -> dict[str, str]:
         raise
 
 
-def mirror(kb_id: str, config: SourceConfig) -> MirrorReport:
+def _listing(config: SourceConfig, found, skipped: list) -> dict[str, SourceObject]:
+    """{path in the knowledge base: object} of what the filters select; names the source
+    could not offer, or two names cleaned into one path, go to `skipped`."""
+    listing = {}
+    for item in found:
+        if isinstance(item, Skipped):
+            skipped.append(item)
+        elif not config.selects(item.path):
+            continue
+        elif item.path in listing:
+            skipped.append(Skipped(item.name, f"becomes the path {item.path}, as {listing[item.path].name} does"))
+        else:
+            listing[item.path] = item
+    return listing
+
+
+def mirror(kb_id: str, config: SourceConfig, rules: SourceRules) -> MirrorReport:
+    """`config` as parse_source reads it now, under today's `rules`: the adapters check again
+    what they reach (each request's host, each file's resolved path)."""
     settings, s3 = load_settings(), client("s3")
-    if config.endpoint_url and not settings.url_private_addresses_allowed:  # its name may point elsewhere now
-        from chalicelib.documents.url_fetch import require_public_host
-        require_public_host(config.endpoint_url, "source.endpointUrl")
     bucket, prefix = settings.bucket, knowledge_base_prefix(kb_id)
     manifest = _load(s3, bucket, kb_id)
-    adapter = _reached(config, lambda: adapter_for(config))
-    listing = _reached(config, lambda: {o.path: o for o in adapter.list() if config.selects(o.path)})
+    skipped: list[Skipped] = []
+    adapter = _reached(config, lambda: adapter_for(config, rules))
+    listing = _reached(config, lambda: _listing(config, adapter.list(), skipped))
     deadline = time.monotonic() + limits.SOURCE_SYNC_SECONDS
     copied = unchanged = deleted = 0
-    skipped, more = [], False
+    more = False
     try:
         for path, found in sorted(listing.items()):
             if manifest.get(path) == found.version:
@@ -58,18 +74,24 @@ def mirror(kb_id: str, config: SourceConfig) -> MirrorReport:
             if time.monotonic() > deadline:
                 more = True
                 break
-            if found.size > settings.max_file_bytes or len((prefix + path).encode("utf-8")) > 1024:
-                skipped.append(path)
+            if found.size > settings.max_file_bytes:
+                skipped.append(Skipped(found.name, f"over the limit of {settings.max_file_bytes} bytes"))
+                continue
+            if len((prefix + path).encode("utf-8")) > 1024:
+                skipped.append(Skipped(found.name, "its key would be over S3's 1024 bytes"))
                 continue
             try:
-                data = _reached(config, lambda: adapter.download(path, settings.max_file_bytes))
+                data = _reached(config, lambda: adapter.download(found.name, settings.max_file_bytes))
             except TooLargeObject:
-                skipped.append(path)
+                skipped.append(Skipped(found.name, f"over the limit of {settings.max_file_bytes} bytes"))
+                continue
+            except Unreadable as why:
+                skipped.append(Skipped(found.name, why.reason))
                 continue
             s3.put_object(Bucket=bucket, Key=prefix + path, Body=data)
             manifest[path] = found.version
             copied += 1
-        for path in sorted(set(manifest) - set(listing)):  # only copies: what the source no longer holds
+        for path in sorted(set(manifest) - set(listing)):  # only copies: what the source no longer offers
             if time.monotonic() > deadline:
                 more = True
                 break

@@ -66,9 +66,12 @@ def vector_index_rows(conn: psycopg.Connection, dim: int, max_age: float = 300.0
     return rows
 
 
+# Who uploaded a document is shown to readers of its knowledge base's organisation only
+# (another organisation reads a public knowledge base without its users' ids).
 RESULT_COLUMNS = """c.id AS chunk_id, c.kb_id, c.content, c.chunk_index, c.page, c.headers,
     c.metadata, c.document_id, c.token_count, c.title, d.filename, d.path, d.kind,
-    coalesce(d.processed_at, d.updated_at) AS indexed_at"""
+    coalesce(d.processed_at, d.updated_at) AS indexed_at, d.size_bytes, d.created_at AS uploaded_at,
+    CASE WHEN kb.org_id = %(org_id)s THEN d.created_by END AS uploaded_by, d.chunk_count AS total_chunks"""
 
 
 class Hit(NamedTuple):
@@ -100,6 +103,13 @@ class Hit(NamedTuple):
     keyword: Optional[float] = None  # BM25 as a share of the most a chunk could score
     fused: Optional[float] = None  # hybrid's fusion of both lists
     rerank: Optional[float] = None  # the reranker's relevance
+    span: Optional[tuple] = None  # (first, last) chunk index of the parent it answers with (retrieval/parents.py)
+    # The document's: its size in bytes, when and by whom it was first added (None outside
+    # the knowledge base's organisation), its chunks.
+    size: Optional[int] = None
+    uploaded_at: Optional[datetime] = None
+    uploaded_by: Optional[str] = None
+    total_chunks: Optional[int] = None
 
     @classmethod
     def of(cls, row: dict, cosine: bool = False) -> "Hit":
@@ -109,19 +119,56 @@ class Hit(NamedTuple):
                    chunk_index=row["chunk_index"], page=row["page"], headers=row["headers"],
                    metadata=row["metadata"], document_id=row["document_id"], title=row["title"],
                    filename=row["filename"], path=row["path"], kind=row["kind"], indexed_at=row["indexed_at"],
-                   score=score, tokens=row["token_count"], vector=score if cosine else None)
+                   score=score, tokens=row["token_count"], vector=score if cosine else None,
+                   size=row["size_bytes"], uploaded_at=row["uploaded_at"], uploaded_by=row["uploaded_by"],
+                   total_chunks=row["total_chunks"])
+
+
+# A chunk read by itself: the search's columns and where it sits in its document's text.
+CHUNK_COLUMNS = f"{RESULT_COLUMNS}, c.start_char, c.end_char"
 
 
 def get_readable(conn: psycopg.Connection, principal, kb_id: str, chunk_id: int) -> Optional[dict]:
     """One chunk of the knowledge base's current version, if the caller may read it."""
     return conn.execute(
-        f"""SELECT {RESULT_COLUMNS}
+        f"""SELECT {CHUNK_COLUMNS}
               FROM chunks c
               JOIN documents d ON d.id = c.document_id
               JOIN knowledge_bases kb ON kb.id = c.kb_id
              WHERE c.id = %(chunk_id)s AND c.kb_id = %(kb_id)s AND {VISIBLE_KB} AND {READABLE_CHUNK}
                AND {chunk_versions.CURRENT_CHUNK}""",
         scope(principal, kb_id=kb_id, kb_ids=[kb_id], chunk_id=chunk_id)).fetchone()
+
+
+def neighbours(conn: psycopg.Connection, children: list[int], reaches: list[int], kb_ids: list[str]) -> list[dict]:
+    """For each child chunk, the chunks of its document's version within `reach` of its index
+    (itself included): rows of child, chunk_index, content, token_count, headers."""
+    return conn.execute(
+        """SELECT w.child, n.chunk_index, n.content, n.token_count, n.headers
+             FROM unnest(%(children)s::bigint[], %(reaches)s::int[]) AS w(child, reach)
+             JOIN chunks c ON c.id = w.child AND c.kb_id = ANY(%(kb_ids)s)
+             JOIN chunks n ON n.document_id = c.document_id AND n.version = c.version
+                          AND n.chunk_index BETWEEN c.chunk_index - w.reach AND c.chunk_index + w.reach
+                          AND n.kb_id = c.kb_id""",
+        {"children": children, "reaches": reaches, "kb_ids": kb_ids}).fetchall()
+
+
+def document_page(conn: psycopg.Connection, principal, kb_id: str, doc_id: str, *, after: int,
+                  limit: int) -> list[dict]:
+    """Up to limit chunks of the document's current version after chunk_index `after`, in
+    order, that the caller may read (the document's own rules: storage/documents.get_in).
+    The version the document names, so the (document_id, version, chunk_index) index serves
+    the order without a sort."""
+    return conn.execute(
+        f"""SELECT {CHUNK_COLUMNS}
+              FROM documents d
+              JOIN chunks c ON c.document_id = d.id AND c.version = d.chunks_version
+              JOIN knowledge_bases kb ON kb.id = c.kb_id
+             WHERE d.id = %(doc_id)s AND d.kb_id = %(kb_id)s AND {VISIBLE_KB} AND {READABLE_CHUNK}
+               AND c.chunk_index > %(after)s
+             ORDER BY c.chunk_index
+             LIMIT %(limit)s""",
+        scope(principal, kb_id=kb_id, doc_id=doc_id, after=after, limit=limit)).fetchall()
 
 
 def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], dim: int,

@@ -13,6 +13,11 @@ DOC_COLUMNS = """id, kb_id, s3_key, path, filename, content_type, size_bytes, co
     error_code, error_message, page_count, chunk_count, token_count, metadata,
     step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title,
     run_attempts, execution_arn, created_by, original_url, superseded_by, history"""
+# What a reader is shown: who added the document only to readers of the knowledge base's own
+# organisation (a public knowledge base's readers elsewhere see none), as passages' uploadedBy.
+READER_DOC_COLUMNS = DOC_COLUMNS.replace(
+    "created_by,", "CASE WHEN EXISTS (SELECT 1 FROM knowledge_bases k WHERE k.id = d.kb_id AND k.org_id = %(org_id)s)"
+                   " THEN d.created_by END AS created_by,")
 
 
 ENTRY_COLUMNS = """id, kb_id, title, chunk_count, token_count, metadata, content_hash, level, entry_type,
@@ -95,7 +100,7 @@ def get(conn: psycopg.Connection, doc_id: str) -> Optional[dict]:
 
 def get_in(conn: psycopg.Connection, principal, kb_id: str, doc_id: str) -> Optional[dict]:
     """A document of this knowledge base the caller may read."""
-    return conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE id = %(id)s AND kb_id = %(kb_id)s"
+    return conn.execute(f"SELECT {READER_DOC_COLUMNS} FROM documents d WHERE id = %(id)s AND kb_id = %(kb_id)s"
                         f" AND {READABLE_DOCUMENT}", scope(principal, id=doc_id, kb_id=kb_id)).fetchone()
 
 
@@ -134,7 +139,7 @@ def list_page(conn: psycopg.Connection, principal, kb_id: str, query) -> list[di
     for i, value in enumerate(query.after or ()):
         params[f"k{i}"] = value
     return conn.execute(
-        f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.kb_id = %(kb_id)s AND {READABLE_DOCUMENT}"
+        f"SELECT {READER_DOC_COLUMNS} FROM documents d WHERE d.kb_id = %(kb_id)s AND {READABLE_DOCUMENT}"
         " AND (%(status)s::text IS NULL OR d.status = %(status)s)"
         " AND (%(key)s::text IS NULL OR d.s3_key = %(key)s)"
         ' AND (%(prefix)s::text IS NULL OR (d.s3_key COLLATE "C" >= %(prefix)s'

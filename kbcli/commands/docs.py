@@ -14,7 +14,7 @@ from kbcli.client import CliError, Client
 from kbcli.output import Styled
 from kbcli.session import Session, YesOption, command, delete_confirmed, json_option, new_group
 
-app = new_group("docs", "Documents: upload files and folders, list, status, delete, reindex.")
+app = new_group("docs", "Documents: upload files and folders, list, status, chunks, delete, reindex.")
 
 # --knowledge-base as seed 004's `docs upload` spells it.
 KbOption = Annotated[str, typer.Option("--kb", "--knowledge-base", help="The knowledge base's id (kb_…).",
@@ -276,6 +276,34 @@ def status(session: Session, doc: DocId, kb: KbOption):
     """Show a document (by id or path): status, error code, pages, chunks, tokens, step durations."""
     client = session.client()
     session.emit(client.get(f"{docs_path(kb)}/{document_id(client, kb, doc)}"), render_doc)
+
+
+def render_chunks(data: dict) -> None:
+    def preview(text: str) -> str:
+        line = " ".join(text.split())
+        return line if len(line) <= 60 else line[:59] + "…"
+    output.table(["#", "id", "page", "section", "offsets", "tokens", "text"], (
+        (c["chunkIndex"], c["chunkId"], c.get("page"), c.get("section"),
+         f"{c['startOffset']}–{c['endOffset']}", c.get("tokens"), preview(c.get("content") or ""))
+        for c in data["items"]), empty="no chunks")
+    if data.get("nextToken"):
+        output.note(f"[dim]more: use --all or --next-token {data['nextToken']}[/]")
+
+
+@command(app, "chunks")
+def chunks(session: Session, doc: DocId, kb: KbOption,
+           limit: Annotated[Optional[int], typer.Option(
+               min=1, max=50, help="Chunks a page (the API's default: 20).")] = None,
+           next_token: Annotated[Optional[str], typer.Option(
+               "--next-token", help="The page after the one that printed this token.")] = None,
+           all_: Annotated[bool, typer.Option("--all", help="Every page, to the end.")] = False):
+    """List a document's chunks (by id or path) in order: text, page, section and offsets in the document's text."""
+    client = session.client()
+    path = f"{docs_path(kb)}/{document_id(client, kb, doc)}/chunks"
+    params = {"limit": limit, "nextToken": next_token}
+    data = ({"items": client.every(path, params), "nextToken": None} if all_
+            else client.get(path, params=params))
+    session.emit(data, render_chunks)
 
 
 @command(app, "delete")

@@ -19,7 +19,9 @@ def add(session: Session,
         file: Annotated[Optional[str], typer.Option("--file", help="Read the text from this file"
                                                     " ('-': stdin).")] = None,
         metadata: Annotated[Optional[str], typer.Option(help="JSON object of metadata attributes"
-                                                        " (or @file.json).")] = None):
+                                                        " (or @file.json).")] = None,
+        level: Annotated[Optional[str], typer.Option(help="Who may read it: individual (the default), organisation"
+                                                     " (organization) or public.")] = None):
     """Add a text entry; it is searchable when the command returns."""
     if content is not None and file is not None:
         raise CliError("INVALID_OPTION", "give --content or --file, not both", exit_code=2)
@@ -39,7 +41,9 @@ def add(session: Session,
     attributes = json_option(metadata, "--metadata")
     if attributes:
         body["metadata"] = attributes
+    if level is not None:
+        body["level"] = level
     entry = session.client().post(f"/knowledge-bases/{kb}/entries", body)
     session.emit(entry, lambda e: output.fields(
         [("id", e.get("id")), ("title", e.get("title")), ("chunks", e.get("chunks")), ("tokens", e.get("tokens")),
-         ("url", e.get("url"))], title="Entry added"))
+         ("level", e.get("level")), ("url", e.get("url"))], title="Entry added"))

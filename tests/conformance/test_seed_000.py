@@ -8,8 +8,8 @@ the shapes its components read, through the deployed API.
 - ToolsList reads tool.type, tool.config.knowledgeBaseName, defaultTopK, defaultMinScore;
 - remove-tool: DELETE /agents/{agentId}/tools/{toolId};
 - executeKnowledgeBaseTool's result, with ContextWindowManager's truncation (a passage cut
-  to the budget is marked truncated; with no sentence boundary in budget it is cut at a
-  word and ends "...") and the deleted knowledge base's message.
+  to the budget is marked truncated and ends "...", cut at a sentence boundary or, with none
+  in budget, at a word) and the deleted knowledge base's message.
 Where the product keeps its own choice (defaultMinScore 0.3 for the local model, measured:
 limits.TOOL_MIN_SCORE), the test says so."""
 import re
@@ -152,6 +152,26 @@ def test_the_tool_result_says_which_passage_was_cut(api, agent):
         whole = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
                          {"query": "pressure gauge reading"}).json()
         assert whole["metadata"]["cached"] is True  # the query's embedding, from Redis the second time
+    finally:
+        api.call("DELETE", f"/knowledge-bases/{kb['id']}")
+
+
+def test_a_passage_cut_at_a_sentence_ends_with_an_ellipsis_too(api, agent):
+    """truncateContent: `truncated.substring(0, lastSentence + 1) + "..."`: the cut at a sentence
+    boundary says the text goes on as the cut at a word does."""
+    kb = ok(api.call("POST", "/knowledge-bases", {"name": "Sentence notes"}), 201)
+    try:
+        text = " ".join(f"Valve {i} reads a steady pressure on the gauge." for i in range(40))
+        ok(api.call("POST", f"/knowledge-bases/{kb['id']}/entries", {"title": "Gauge readings", "content": text}), 201)
+        tool = add_knowledge_base_tool(api, agent["id"], {"knowledgeBaseId": kb["id"], "toolName": "search_readings",
+                                                          "toolDescription": "Search readings",
+                                                          "defaultMinScore": 0.0, "maxTokens": 60})["tool"]
+        result = api.call("POST", f"/agents/{agent['id']}/tools/{tool['id']}/invoke",
+                          {"query": "valve pressure on the gauge"}).json()
+        (passage,) = result["results"]
+        assert passage["truncated"] is True and passage["content"].endswith("gauge....")
+        assert text.startswith(passage["content"].removesuffix("..."))
+        assert result["metadata"]["totalTokensUsed"] <= 60
     finally:
         api.call("DELETE", f"/knowledge-bases/{kb['id']}")
 

@@ -1,7 +1,10 @@
 """Seed 004 (document embeddings): its CLI as its scripts call it (`docs upload
 --knowledge-base ID -r DIR`, printing `✓ Uploaded: FILE` a file), its statuses as its code
-spells them (`completed`, lower case), and its Document's CreatedBy and OriginalURL, with
-a document added from a URL that the service fetches from a local web server."""
+spells them (`completed`, lower case), its Document's CreatedBy and OriginalURL, with
+a document added from a URL that the service fetches from a local web server, its
+repository's chunks by document with ChunkMetadata's offsets, and an agent's knowledge
+config as the one mapping its Agent config holds."""
+import base64
 import json
 import secrets
 import time
@@ -221,3 +224,105 @@ def test_a_read_write_tool_lets_the_agent_add_what_it_learned(api, kb):
     assert gone.status_code == 404
     bad = api.call("PATCH", f"/agents/{agent['id']}/knowledge-base-tools/{tool['id']}", {"mode": "write"})
     assert bad.status_code == 400 and "mode" in bad.json()["error"]["message"]
+
+
+# Chunks by document (the repository's GetChunksByDocument) with ChunkMetadata's offsets.
+LONG_TEXT = "\n\n".join(
+    f"Step {i}. Close the isolation valve {i} before the filter housing is opened, then drain the"
+    f" housing into a bucket and check the O-ring {i} for cracks before it goes back." for i in range(12)) + "\n"
+
+
+@pytest.fixture(scope="module")
+def small_chunks(api):
+    """A knowledge base cutting small chunks, so one document has many."""
+    created = data(api.call("POST", "/knowledge-bases", {"name": f"Seed 004 chunks {secrets.token_hex(3)}",
+                                                         "visibility": "org",
+                                                         "chunking": {"chunkTokens": 50, "chunkOverlap": 0}}), 201)
+    data(api.call("POST", f"/knowledge-bases/{created['id']}/documents", {
+        "path": "service/filter.txt", "content": base64.b64encode(LONG_TEXT.encode()).decode()}), 202)
+    document, _ = wait_for_status(api, created["id"], "service/filter.txt", wanted=("PROCESSED",), timeout=180)
+    yield created, document
+    api.call("DELETE", f"/knowledge-bases/{created['id']}")
+
+
+def _every_chunk(api, kb_id, doc_id, limit):
+    items, token, pages = [], None, 0
+    while True:
+        page = data(api.call("GET", f"/knowledge-bases/{kb_id}/documents/{doc_id}/chunks",
+                             params={"limit": limit, **({"nextToken": token} if token else {})}))
+        items, token, pages = items + page["items"], page["nextToken"], pages + 1
+        if token is None:
+            return items, pages
+
+
+def test_a_documents_chunks_are_listed_in_order_a_page_at_a_time_with_their_offsets(api, small_chunks):
+    kb, document = small_chunks
+    assert document["chunks"] >= 6
+    chunks, pages = _every_chunk(api, kb["id"], document["id"], 4)
+    assert pages == -(-document["chunks"] // 4)
+    assert [c["chunkIndex"] for c in chunks] == list(range(document["chunks"]))
+    assert {c["documentId"] for c in chunks} == {document["id"]}
+    for chunk in chunks:
+        # ChunkMetadata's StartOffset and EndOffset: where the chunk lies in the document's text
+        assert chunk["content"] == LONG_TEXT[chunk["startOffset"]:chunk["endOffset"]].strip()
+    assert [c["startOffset"] for c in chunks] == sorted(c["startOffset"] for c in chunks)
+    one = data(api.call("GET", f"/knowledge-bases/{kb['id']}/chunks/{chunks[2]['chunkId']}"))
+    assert (one["startOffset"], one["endOffset"]) == (chunks[2]["startOffset"], chunks[2]["endOffset"])
+
+
+def test_the_cli_lists_a_documents_chunks(seed_cli, small_chunks, api):
+    kb, document = small_chunks
+    listed = seed_cli.json("docs", "chunks", "service/filter.txt", "--knowledge-base", kb["id"], "--all")
+    assert listed["items"] == _every_chunk(api, kb["id"], document["id"], 50)[0]
+    table = seed_cli.run("docs", "chunks", document["id"], "--knowledge-base", kb["id"], "--limit", "2").stdout
+    assert "--next-token" in table and f"{listed['items'][1]['startOffset']}–{listed['items'][1]['endOffset']}" in table
+
+
+def test_a_documents_chunks_are_read_as_the_document_is(api, colleague, stranger, small_chunks):
+    kb, document = small_chunks
+    path = f"/knowledge-bases/{kb['id']}/documents/{document['id']}/chunks"
+    assert colleague.call("GET", path).status_code == 200
+    assert stranger.call("GET", path).status_code == 404
+    mine = data(api.call("POST", f"/knowledge-bases/{kb['id']}/entries",
+                         {"title": "Own note", "content": f"My own note {secrets.token_hex(4)}."}), 201)
+    shared = data(api.call("POST", f"/knowledge-bases/{kb['id']}/entries",
+                           {"title": "Team note", "content": f"A team note {secrets.token_hex(4)}.",
+                            "level": "organisation"}), 201)
+    entry_chunks = f"/knowledge-bases/{kb['id']}/documents/{{}}/chunks"
+    assert [c["content"] for c in data(api.call("GET", entry_chunks.format(mine["id"])))["items"]] != []
+    assert colleague.call("GET", entry_chunks.format(mine["id"])).status_code == 404  # another user's individual entry
+    assert len(data(colleague.call("GET", entry_chunks.format(shared["id"])))["items"]) == 1
+    for params, field in (({"limit": 0}, "limit"), ({"limit": 51}, "limit"), ({"nextToken": "nope"}, "nextToken"),
+                          ({"after": 3}, "after")):
+        refused = api.call("GET", path, params=params)
+        assert refused.status_code == 400 and refused.json()["error"]["message"].startswith(field), refused.text
+    other = data(api.call("GET", entry_chunks.format(mine["id"]), params={"limit": 1}))
+    token = data(api.call("GET", path, params={"limit": 1}))["nextToken"]
+    refused = api.call("GET", entry_chunks.format(mine["id"]), params={"nextToken": token})
+    assert other["items"] and refused.status_code == 400 and "another document" in refused.text
+
+
+# The agent's knowledge config: one mapping (`Knowledge *Config`), as the seed's agent has it.
+def test_apply_takes_an_agents_knowledge_as_one_mapping(seed_cli, api, kb, tmp_path):
+    name = f"seed-004-agent-{secrets.token_hex(3)}"
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text(f"""\
+apiVersion: knowledge/v1
+kind: Agent
+metadata:
+  id: {name}
+spec:
+  knowledge:
+    knowledge_base: "{kb['name']}"
+    mode: read-only
+    query: {{max_results: 4, similarity_threshold: 0.4, retrieval_strategy: hybrid}}
+""")
+    applied = seed_cli.json("apply", "-f", str(manifest))
+    assert [(c["kind"], c["action"]) for c in applied] == [("agent", "created"), ("tool", "created")]
+    agent = next(a for a in data(api.call("GET", "/agents"))["items"] if a["name"] == name)
+    try:
+        (tool,) = [t for t in agent["availableTools"] if t["type"] == "knowledge_base"]
+        assert (tool["config"]["knowledgeBaseId"], tool["config"]["defaultTopK"]) == (kb["id"], 4)
+        assert {c["action"] for c in seed_cli.json("apply", "-f", str(manifest))} == {"unchanged"}
+    finally:
+        api.call("DELETE", f"/agents/{agent['id']}")

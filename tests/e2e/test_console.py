@@ -285,6 +285,11 @@ def test_search_playground_shows_the_three_scores_side_by_side(driver, user, sta
     assert top["source"] in first.text and "impeller" in first.text
     assert scores == {"Semantic": f"{top['scores']['vectorScore']:.3f}", "Keyword": f"{top['scores']['keywordScore']:.3f}",
                       "Fused": f"{top['scores']['fusedScore']:.3f}"}
+    assert f"chunk {top['chunkIndex']} of {top['metadata']['totalChunks']}" in first.text
+    candidates = css(driver, "details.debug-candidates")
+    candidates.find_element("css selector", "summary").click()
+    best = answer["metadata"]["debug"]["candidates"]["semantic"][0]["text"]
+    assert " ".join(best.split()) in " ".join(candidates.text.split())  # as HTML lays the text out
     fill(css(driver, "textarea[name=filter]"), '{"between": {"key": "year", "value": 2020}}')
     button(driver, "Search").click()
     refused = css(driver, ".search-form .error")

@@ -205,7 +205,7 @@ def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, em
         assert {"chunk", "embed", "store"} <= set(_durations(doc["id"]))
         assert work.get("KeyCount", 0) == 0  # its work files are cleaned up
     else:
-        assert stored == 0 and len(answer["batches"]) == 2
+        assert stored == 0 and len(answer["batches"]) == -(-answer["chunkCount"] // steps.EMBED_BATCH) >= 2
         objects.delete_prefix(emulator_s3, steps._work_key(state, ""))
 
 
@@ -242,3 +242,61 @@ def test_a_run_cut_short_or_already_stored_is_not_marked_failed(pending_doc, emu
         steps.mark_failed_step({**stored, "error": error})
         with connection() as conn:
             assert documents.get(conn, doc["id"])["status"] == "PROCESSED", error
+
+
+LIGHTHOUSES = ["The {0} lighthouse keeper climbs {1} steps every evening to light the lamp.",
+               "Its lens was ground in {0} and weighs {1} kilograms.",
+               "Supply boats reach the {0} rock only at low tide, twice a month."]
+
+
+def test_chunks_fit_the_model_and_a_search_answers_the_section_around_the_child(pending_doc, emulator_s3):
+    """chunkTokens 500 on the local model (a 256-token window): the chunks stored are cut to what
+    the model reads with the context line, which names the document and its section and is
+    embedded with each chunk; a search ranks those chunks and answers the section around the one
+    that matched, up to 500 tokens, once."""
+    from chalicelib.ingestion import objects
+    from chalicelib.ingestion.context import context_line, fitting_tokens
+    from chalicelib.ingestion.extract import extract
+    from chalicelib.ingestion.model import RunState
+    from chalicelib.retrieval import SearchRequest, search
+    from chalicelib.storage import knowledge_bases
+
+    kb, doc = pending_doc
+    places = ["Northern", "Eastern", "Southern", "Western", "Harbour", "Island", "Cliff", "Bay"]
+    body = "\n\n".join(" ".join(s.format(p, 100 + i) for s in LIGHTHOUSES) * 2 for i, p in enumerate(places))
+    text = f"# Lighthouses of the coast\n\n{body}\n\n# Keepers' pay\n\nA keeper earns a salary paid by the coast guard."
+    state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
+    extracted = extract(text.encode(), "a.md").to_dict()
+    answer = steps.chunk_step({**state.to_json(), "extracted": extracted, "outcome": "EXTRACTED"})
+    assert answer["outcome"] == "STORED"
+    with connection() as conn:
+        stored_kb = knowledge_bases.get_for_pipeline(conn, kb["id"])
+        rows = conn.execute("SELECT chunk_index, token_count, title, headers FROM chunks WHERE document_id = %s"
+                            " ORDER BY chunk_index", (doc["id"],)).fetchall()
+    assert stored_kb["chunk_tokens"] == 500 and fitting_tokens(stored_kb) < 256
+    assert len(rows) > 3 and max(r["token_count"] for r in rows) <= fitting_tokens(stored_kb)
+    assert rows[0]["title"] == context_line(None, doc["path"], rows[0]["headers"])
+    assert rows[0]["title"] == "Lighthouses of the coast"  # "a.txt" names nothing: the trail alone
+    principal = _owner(kb)
+    found = search(principal, SearchRequest((kb["id"],), "how heavy is the Harbour lens", 3))
+    top = found.passages[0]
+    assert top.source == "a.txt" and "Harbour" in top.content
+    assert top.span is not None and top.span[0] <= top.chunk_index <= top.span[1] and top.span[0] < top.span[1]
+    assert top.tokens <= 500 and top.tokens > max(r["token_count"] for r in rows if r["chunk_index"] == top.chunk_index)
+    spans = [(p.document_id, p.span or (p.chunk_index, p.chunk_index)) for p in found.passages]
+    for i, (doc_a, (a, b)) in enumerate(spans):  # one passage per parent: no chunk answered twice
+        assert not any(doc_a == doc_b and a <= d and c <= b for doc_b, (c, d) in spans[i + 1:])
+    by_index = {r["chunk_index"]: r["headers"] for r in rows}
+    for p in found.passages:  # a parent never crosses into another section
+        first, last = p.span or (p.chunk_index, p.chunk_index)
+        assert all(by_index[i] == p.headers for i in range(first, last + 1))
+    objects.delete_prefix(emulator_s3, steps._work_key(state, ""))
+
+
+def _owner(kb):
+    from chalicelib.auth.principal import Principal
+
+    with connection() as conn:
+        user = conn.execute("SELECT owner_id, org_id FROM knowledge_bases WHERE id = %s", (kb["id"],)).fetchone()
+        role = conn.execute("SELECT role FROM users WHERE id = %s", (user["owner_id"],)).fetchone()["role"]
+    return Principal(user_id=user["owner_id"], org_id=user["org_id"], role=role)

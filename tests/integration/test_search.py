@@ -615,3 +615,23 @@ def test_a_revoked_key_remembered_with_a_read_ahead_is_refused(over_http):
     keys._remembered.update(kept)
     refused = post("one")
     assert refused.status_code == 401 and refused.json_body["error"]["code"] == "UNAUTHORIZED"
+
+
+def test_who_added_a_document_is_shown_only_inside_the_knowledge_bases_organisation(tenant):
+    """A public knowledge base's documents are read by other organisations too; who added one
+    (createdBy, a user id of the owner's organisation) is shown only to its own."""
+    from chalicelib.auth import issue_key
+    from chalicelib.documents import entries
+    from chalicelib.documents.listing import DocumentQuery
+    from chalicelib.documents.service import get_document, list_documents
+
+    owner, _ = tenant
+    colleague, _ = issue_key(org_name(owner), "bob")
+    stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "mallory")
+    kb = create_knowledge_base(owner, name="Public", description="", visibility="public")
+    entry = entries.create_entry(owner, kb["id"], title="Hours", content="The desk opens at nine.", metadata={},
+                                 level="public")
+    for reader, shown in ((owner, owner.user_id), (colleague, owner.user_id), (stranger, None)):
+        rows, _ = list_documents(reader, kb["id"], DocumentQuery(limit=10))
+        assert [r["created_by"] for r in rows] == [shown], reader
+        assert get_document(reader, kb["id"], entry.id)["created_by"] == shown

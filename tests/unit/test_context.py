@@ -1,7 +1,7 @@
 import pytest
 
 from chalicelib.embeddings.tokens import count_tokens
-from chalicelib.retrieval.context import cut_to_tokens, pack
+from chalicelib.retrieval.context import cut_to_tokens, pack, summarise
 from chalicelib.retrieval.search import RRF_K, fuse
 from chalicelib.storage.chunks import Hit
 
@@ -29,7 +29,8 @@ def test_the_last_passage_is_cut_at_a_sentence_and_the_rest_omitted():
     kept, used, omitted = pack(results, 120)
     assert len(kept) == 2 and omitted == 1
     assert kept[1].truncated is True
-    assert kept[1].content.endswith("design.") and long.startswith(kept[1].content)
+    # seed 000's truncateContent: a sentence cut says the text goes on too ("." + "...")
+    assert kept[1].content.endswith("design....") and long.startswith(kept[1].content.removesuffix("..."))
     assert used <= 120 and used == sum(r.tokens for r in kept)
 
 
@@ -52,6 +53,12 @@ def test_a_count_made_when_the_chunk_was_cut_is_used_and_the_rest_are_counted():
     kept, used, omitted = pack([given, uncounted], 1000)
     assert [r.tokens for r in kept] == [50, count_tokens("Counted now.")] and used == sum(r.tokens for r in kept)
     assert [r.item for r in kept] == [given, uncounted] and not any(r.truncated for r in kept)
+
+
+def test_a_summary_is_its_first_sentences_without_an_ellipsis():
+    text = "Alpha beta gamma. Delta epsilon zeta. Eta theta iota."
+    assert summarise(text, 6) == "Alpha beta gamma." and summarise(text, 100) == text
+    assert cut_to_tokens(text, 8) == "Alpha beta gamma...."  # the second sentence and "..." are 11
 
 
 def test_cut_to_tokens_never_exceeds_the_budget():

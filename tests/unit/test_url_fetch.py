@@ -3,6 +3,7 @@ server: on AWS a URL must not reach inside the network, redirects included, and 
 bytes are bounded before they are all read."""
 import pytest
 
+from chalicelib import netrules
 from chalicelib.documents import url_fetch
 from chalicelib.errors import Invalid, TooLarge
 from tests.local_http import LocalPageServer
@@ -26,7 +27,7 @@ def site():
     ("64:ff9b::a9fe:a9fe", False), ("2002:a9fe:a9fe::", False), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),
     ("64:ff9b::808:808", True)])
 def test_only_public_addresses_are_public(address, public):
-    assert url_fetch._public(address) is public
+    assert netrules.is_public(address) is public
 
 
 def test_a_loopback_url_is_refused_unless_the_deployment_allows_it(site):
@@ -40,7 +41,7 @@ def test_a_loopback_url_is_refused_unless_the_deployment_allows_it(site):
 
 def test_a_redirect_into_the_network_is_checked_like_the_first_hop(site, monkeypatch):
     # The first hop is allowed by treating loopback as public; the redirect's target is not.
-    monkeypatch.setattr(url_fetch, "_public", lambda address: address == "127.0.0.1")
+    monkeypatch.setattr(netrules, "is_public", lambda address: address == "127.0.0.1")
     with pytest.raises(Invalid) as refused:
         url_fetch.fetch(site.url("/to-metadata"), max_bytes=10_000, allow_private=False)
     assert "169.254.169.254" in refused.value.message

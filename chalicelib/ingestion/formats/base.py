@@ -64,14 +64,16 @@ class Extracted:
     content_type: str
     sections: list[Section]
     page_count: Optional[int] = None
+    title: Optional[str] = None  # the document's own, where its format has one (HTML's <title>)
 
     def to_dict(self) -> dict:
-        return {"contentType": self.content_type, "pageCount": self.page_count,
+        return {"contentType": self.content_type, "pageCount": self.page_count, "title": self.title,
                 "sections": [asdict(s) for s in self.sections]}
 
     @staticmethod
     def from_dict(data: dict) -> "Extracted":
-        return Extracted(data["contentType"], [Section(**s) for s in data["sections"]], data.get("pageCount"))
+        return Extracted(data["contentType"], [Section(**s) for s in data["sections"]], data.get("pageCount"),
+                         data.get("title"))
 
 
 @dataclass(frozen=True)

@@ -222,10 +222,12 @@ def read_html(data: bytes) -> Extracted:
     from trafilatura.utils import load_html
 
     tree = load_html(data)
+    title = None
     if tree is None:  # not parseable as HTML at all
         sections = None
         markup = decode_text(data)
     else:
+        title = " ".join("".join(tree.xpath("//head/title//text()")).split())[:200] or None
         _prune_navigation(tree)
         if tree.find("body") is not None and not "".join(tree.xpath(_CONTENT_TEXT)).strip():
             # A chapter page of Texinfo output is its title and a menu: nothing to search.
@@ -237,4 +239,4 @@ def read_html(data: bytes) -> Extracted:
         parser.feed(markup)
         parser.close()
         sections = parser.finish()
-    return Extracted(HTML, sections)
+    return Extracted(HTML, sections, title=title)

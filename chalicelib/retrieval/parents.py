@@ -1,0 +1,81 @@
+"""Small-to-big passages: the index holds chunks that fit the embedding model's window (the
+children, ingestion/context.py); a search ranks them and answers with their parent, the child
+and its neighbours of the same section up to the knowledge base's chunkTokens, one passage per
+parent. A knowledge base whose chunkTokens fits the window has parents of one child: its
+passages are its chunks, as before.
+
+The parent is grown around the child, the next chunk first then the one before, while the
+section lasts, the tokens stay within chunkTokens and no chunk of a passage already answered is
+met; a later hit whose child lies inside a passage already answered is left out. Neighbours are read in one statement, from the child's
+own document and version, so the caller reads nothing more than the child's document allows."""
+from chalicelib.ingestion.context import fitting_tokens
+from chalicelib.storage import chunks
+from chalicelib.storage.chunks import Hit
+
+# Hits looked at for top_k parents: several children of one parent count once.
+DEPTH = 3
+
+
+def reach(kb: dict) -> int:
+    """How many neighbours on each side a parent of this knowledge base can take in."""
+    child = fitting_tokens(kb)
+    return 0 if kb["chunk_tokens"] <= child else -(-kb["chunk_tokens"] // max(1, child // 2))
+
+
+def parents(conn, hits: list[Hit], kbs: dict[str, dict], top_k: int) -> list[Hit]:
+    """The best top_k parents of the ranked hits, each the hit with its parent's text, tokens and
+    span (first and last chunk index)."""
+    reaches = {h.chunk_id: reach(kbs[h.kb_id]) for h in hits}
+    wanted = [h for h in hits if reaches[h.chunk_id] and h.kind == "file"]
+    rows = chunks.neighbours(conn, [h.chunk_id for h in wanted], [reaches[h.chunk_id] for h in wanted],
+                             sorted({h.kb_id for h in wanted})) if wanted else []
+    around: dict[int, dict[int, dict]] = {}
+    for row in rows:
+        around.setdefault(row["child"], {})[row["chunk_index"]] = row
+    out: list[Hit] = []
+    taken: dict[str, list[tuple[int, int]]] = {}
+    for hit in hits:
+        if len(out) == top_k:
+            break
+        if any(a <= hit.chunk_index <= b for a, b in taken.get(hit.document_id, ())):
+            continue  # its parent is answered already
+        grown = _grown(hit, around.get(hit.chunk_id, {}), kbs[hit.kb_id]["chunk_tokens"],
+                       taken.get(hit.document_id, ()))
+        taken.setdefault(hit.document_id, []).append(grown.span or (hit.chunk_index, hit.chunk_index))
+        out.append(grown)
+    return out
+
+
+def _grown(hit: Hit, near: dict[int, dict], budget: int, taken) -> Hit:
+    """The hit grown over its neighbours of the same section within the budget, never into a
+    passage already answered."""
+    if not near:
+        return hit
+    first = last = hit.chunk_index
+    tokens = hit.tokens or near.get(hit.chunk_index, {}).get("token_count") or 0
+    section = hit.headers
+    grew = True
+    while grew:
+        grew = False
+        for index in (last + 1, first - 1):
+            row = near.get(index)
+            if (row is None or row["headers"] != section or tokens + (row["token_count"] or 0) > budget
+                    or any(a <= index <= b for a, b in taken)):
+                continue
+            tokens += row["token_count"] or 0
+            first, last, grew = min(first, index), max(last, index), True
+    if first == last:
+        return hit
+    text = near[first]["content"] if first != hit.chunk_index else hit.content
+    for index in range(first + 1, last + 1):
+        text = _joined(text, hit.content if index == hit.chunk_index else near[index]["content"])
+    return hit._replace(content=text, tokens=tokens, span=(first, last))
+
+
+def _joined(left: str, right: str) -> str:
+    """Two neighbouring chunks as one text, the overlap they share (chunkOverlap) written once."""
+    head = right[:40]
+    at = left.rfind(head, max(0, len(left) - len(right) - 1)) if len(head) >= 20 else -1
+    if at >= 0 and right.startswith(left[at:]):
+        return left[:at] + right
+    return f"{left}\n\n{right}" if right[:1].isupper() or right[:1] in "-*#|`" else f"{left} {right}"

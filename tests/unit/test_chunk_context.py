@@ -1,0 +1,60 @@
+"""What a chunk is embedded and indexed with (ingestion/context.py) and how a parent is grown
+from its children (retrieval/parents.py), without a database."""
+import pytest
+
+from chalicelib import limits
+from chalicelib.embeddings.tokens import count_tokens
+from chalicelib.ingestion.context import context_line, embedded_text, fitting_tokens, window_tokens
+from chalicelib.ingestion.model import Chunk
+from chalicelib.retrieval import parents
+from chalicelib.storage.chunks import Hit
+
+
+def _kb(provider="local", chunk_tokens=500, overlap=0):
+    return {"embedding_provider": provider, "chunk_tokens": chunk_tokens, "chunk_overlap": overlap}
+
+
+def test_a_chunk_fits_the_local_models_window_with_its_context_line():
+    assert window_tokens("local") == 254  # 256 with [CLS] and [SEP]
+    assert fitting_tokens(_kb()) == 254 - limits.CHUNK_CONTEXT_TOKENS
+    assert fitting_tokens(_kb(chunk_tokens=120)) == 120  # what fits is kept as asked
+    assert fitting_tokens(_kb("openai", 2000)) == 2000 and fitting_tokens(_kb("openai", 8000)) == 8191 // 2 - limits.CHUNK_CONTEXT_TOKENS
+
+
+def test_the_context_line_names_the_document_and_its_trail_once_and_fits():
+    assert context_line("UPSERT", "lang_upsert.html", ["UPSERT", "2. Examples"]) == "UPSERT › 2. Examples"
+    assert context_line(None, "guides/setup.md", []) == "guides/setup.md"
+    assert context_line(None, None, []) is None
+    assert context_line(None, "4983.txt", []) is None and context_line(None, "4983.txt", ["Intro"]) == "Intro"
+    long = context_line("A title", None, ["word " * 200])
+    assert count_tokens(long) <= limits.CHUNK_CONTEXT_TOKENS and long.startswith("A title › word")
+    chunk = Chunk(0, "Sets the memory the server uses.", 0, 10, 8, title="Server › Memory")
+    assert embedded_text(chunk) == "Server › Memory\nSets the memory the server uses."
+    assert embedded_text(Chunk(0, "alone", 0, 5, 1)) == "alone"
+
+
+def _hit(index, content, tokens, headers=("A",)):
+    return Hit(chunk_id=index + 100, kb_id="kb_1", content=content, chunk_index=index, page=None,
+               headers=list(headers), metadata={}, document_id="doc_1", title=None, filename="f.txt",
+               path="f.txt", kind="file", indexed_at=None, score=1.0, tokens=tokens)
+
+
+@pytest.mark.parametrize("budget, expected", [(200, (0, 3)), (100, (2, 3)), (60, None)])
+def test_a_parent_grows_around_its_child_within_the_budget_and_the_section(budget, expected):
+    near = {i: {"chunk_index": i, "content": f"Part {i} says something.", "token_count": 40, "headers": ["A"]}
+            for i in range(0, 5)}
+    near[4]["headers"] = ["B"]  # another section: never taken in
+    grown = parents._grown(_hit(2, near[2]["content"], 40), near, budget, [])
+    assert grown.span == expected
+    if expected:
+        assert grown.content.split(" says something. ")[0].startswith(f"Part {expected[0]}")
+        assert grown.tokens == 40 * (expected[1] - expected[0] + 1)
+    assert parents._grown(_hit(2, "x", 40), near, 200, [(3, 3)]).span == (0, 2)  # not into an answered passage
+
+
+def test_neighbours_that_overlap_are_joined_once():
+    left = "The lamp is lit at dusk. The keeper climbs the stairs every single evening."
+    right = "The keeper climbs the stairs every single evening. Then he winds the clock."
+    assert parents._joined(left, right) == ("The lamp is lit at dusk. The keeper climbs the stairs every single"
+                                            " evening. Then he winds the clock.")
+    assert parents._joined("One.", "Two.") == "One.\n\nTwo."
