@@ -127,8 +127,8 @@ def _also_in(kept: Hit, repeats) -> tuple[AlsoIn, ...]:
     for h in repeats:
         if h.document_id not in seen:
             seen.add(h.document_id)
-            found.append(AlsoIn(document_id=h.document_id, knowledge_base_id=h.kb_id, source=h.title or h.filename,
-                                path=h.path, chunk_id=h.chunk_id))
+            found.append(AlsoIn(document_id=h.document_id, knowledge_base_id=h.kb_id, source=_source(h), path=h.path,
+                                chunk_id=h.chunk_id))
     return tuple(found)
 
 
@@ -354,10 +354,15 @@ def _prioritise(hits: list[Hit], prioritize_by: str) -> list[Hit]:
     return hits
 
 
+def _source(hit: Hit) -> str:
+    """An entry's title, a file's name."""
+    return (hit.title if hit.kind == "entry" else None) or hit.filename
+
+
 def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
     hit = fitted.item
     return Passage(
-        rank=rank, content=fitted.content, source=(hit.title if hit.kind == "entry" else None) or hit.filename,
+        rank=rank, content=fitted.content, source=_source(hit),
         path=hit.path,
         document_id=hit.document_id, knowledge_base_id=hit.kb_id, chunk_index=hit.chunk_index,
         page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),
