@@ -175,8 +175,11 @@ def chunk_view(chunk: StoredChunk) -> dict:
 
 
 def bare_view(passages) -> list[dict]:
-    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}], and the path."""
-    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page, "path": p.path}}
+    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}], and the path
+    (and the other documents' paths, an entry's title, when others hold the same text)."""
+    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page, "path": p.path,
+                                             **({"alsoIn": [a.path or a.source for a in p.also_in]}
+                                                if p.also_in else {})}}
             for p in passages]
 
 

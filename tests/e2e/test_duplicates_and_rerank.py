@@ -90,6 +90,9 @@ def test_http_search_answers_each_text_once_naming_the_other_paths(api, depot):
                 assert also["documentId"] == ids[also["path"]] and also["knowledgeBaseId"] == kb["id"]
                 assert also["source"] == also["path"].rsplit("/", 1)[-1] and also["chunkId"].startswith("chunk_")
             assert r["alsoIn"] or r["path"] == "handbook/canteen.txt"
+    # the bare answer agent workers read names them too
+    bare = api.call("GET", f"/knowledge-bases/{kb['id']}/query", params={"q": QUERY, "top_k": 5}).json()
+    _check_groups([(b["metadata"]["path"], b["metadata"].get("alsoIn", [])) for b in bare])
     # the same answer again, from the results cache: alsoIn kept
     first = _search(api, kb["id"], strategy="semantic")
     again = _search(api, kb["id"], strategy="semantic")
