@@ -122,8 +122,8 @@ def _known(value: dict, allowed: set[str], source: str, where: str) -> None:
 def _typed(value: Any, kind: type | tuple, source: str, where: str):
     if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        raise _fail(source, f"{where} must be " + " or ".join(
-            {str: "text", int: "a whole number", float: "a number", bool: "true or false"}.get(k, k.__name__) for k in kinds))
+        names = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
+        raise _fail(source, f"{where} must be " + " or ".join(names.get(k, k.__name__) for k in kinds))
     return value
 
 

@@ -88,7 +88,8 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           access: Optional[dict] = None, source: Optional[SourceConfig] = None,
                           search: Optional[dict] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
-    access: parse_access's; search: parse_search_settings'. Raises Invalid naming the field when a setting is not valid."""
+    access: parse_access's; search: parse_search_settings'. Raises Invalid naming the field when a
+    setting is not valid."""
     require_writer(principal, "create knowledge bases")
     access = access or parse_access(None)
     check_access(visibility, access)

@@ -12,7 +12,6 @@ import os
 from functools import lru_cache
 
 from chalicelib import limits
-from chalicelib.config import reranker_configured as configured  # noqa: F401 (search.py asks here)
 from chalicelib.errors import Invalid, Transient, Unavailable
 from chalicelib.storage.chunks import Hit
 

@@ -25,6 +25,7 @@ from typing import Optional
 
 from chalicelib import limits, metrics
 from chalicelib.auth import Principal, access
+from chalicelib.config import reranker_configured
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
 from chalicelib.retrieval import bm25, dedupe, parents, policy, rerank, results_cache
@@ -114,7 +115,7 @@ def reranks(request: SearchRequest, kbs: list[dict]) -> bool:
     (search.rerank), where the deployment has a reranker."""
     if request.rerank is not None:
         return request.rerank
-    return rerank.configured() and any(kb.get("default_rerank") for kb in kbs)
+    return reranker_configured() and any(kb.get("default_rerank") for kb in kbs)
 
 
 def _content(hit: Hit) -> str:

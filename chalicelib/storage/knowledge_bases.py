@@ -134,7 +134,8 @@ def reachable(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[st
 
 
 def update(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
-    """Apply name/description/visibility/access-list/source/default_rerank changes (access.kb_to_manage said who may)."""
+    """Apply name/description/visibility/access-list/source/default_rerank changes (access.kb_to_manage
+    said who may)."""
     allowed = {k: (Jsonb(v) if k == "source" and v is not None else v) for k, v in changes.items()
                if k in ("name", "description", "visibility", "source", "default_rerank", *ACCESS_COLUMNS)}
     if not allowed:

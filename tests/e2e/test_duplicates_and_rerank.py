@@ -21,8 +21,9 @@ north hall. A charger delivers up to 150 kW and fills an empty battery in about 
 report a charger that shows a red light to the night supervisor, who moves the bus to a free bay and
 logs the fault so that the electricians can repair the charger before the morning shift starts."""
 # a line of CHARGING replaced: the same answer, nearly
-CHARGING_EDITED = CHARGING.replace("north hall. A charger delivers up to 150 kW and fills an empty battery in about four",
-                                   "north hall since the 2024 refit; each charger is rated 150 kW and needs about four")
+CHARGING_EDITED = CHARGING.replace(
+    "north hall. A charger delivers up to 150 kW and fills an empty battery in about four",
+    "north hall since the 2024 refit; each charger is rated 150 kW and needs about four")
 CANTEEN = """Canteen opening hours
 The depot canteen serves breakfast from six to nine and lunch from noon to two. On public holidays it
 opens for lunch only. Hot meals are paid for with the staff card; the coffee machine in the night
@@ -128,7 +129,8 @@ def test_v1_vector_store_search_names_the_other_files(api, depot):
 def test_bedrock_retrieve_names_the_other_sources(api, depot, local_env):
     kb, _, _, _ = depot
     answer = api.call("POST", f"/knowledgebases/{kb['id']}/retrieve", {
-        "retrievalQuery": {"text": QUERY}, "retrievalConfiguration": {"vectorSearchConfiguration": {"numberOfResults": 5}}})
+        "retrievalQuery": {"text": QUERY},
+        "retrievalConfiguration": {"vectorSearchConfiguration": {"numberOfResults": 5}}})
     assert answer.status_code == 200, answer.text
     prefix = f"s3://{local_env['KB_BUCKET']}/kb/{kb['id']}/"
     results = answer.json()["retrievalResults"]
@@ -143,7 +145,8 @@ def test_a_knowledge_base_reranks_every_search_that_does_not_say(api):
     assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("search.rerank"), bad.text
     bad = api.call("POST", "/knowledge-bases", {"name": "x", "search": {"reranker": True}})
     assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("search.reranker"), bad.text
-    answer = api.call("POST", "/knowledge-bases", {"name": f"Reranked {secrets.token_hex(3)}", "search": {"rerank": True}})
+    answer = api.call("POST", "/knowledge-bases",
+                      {"name": f"Reranked {secrets.token_hex(3)}", "search": {"rerank": True}})
     assert answer.status_code == 201, answer.text
     kb = answer.json()["data"]
     agent = None
