@@ -67,18 +67,31 @@ def normalised(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def ingest(api, headers, s3, bucket, kb, files: list[tuple[str, bytes]], timeout: float = 3600) -> dict:
-    """Every file put into the knowledge base's prefix, then its documents' statuses once none is pending."""
+def _call(method: str, url: str, **options) -> dict:
+    """The API's JSON answer, asked again (up to 5 times) when a loaded machine makes it time out or 5xx."""
     import requests
 
+    for attempt in range(5):
+        try:
+            answer = requests.request(method, url, timeout=120, **options)
+            if answer.status_code < 500:
+                return answer.json()
+        except (requests.Timeout, requests.ConnectionError):
+            pass
+        time.sleep(5 * (attempt + 1))
+    raise SystemExit(f"{method} {url} did not answer")
+
+
+def ingest(api, headers, s3, bucket, kb, files: list[tuple[str, bytes]], timeout: float = 3600) -> dict:
+    """Every file put into the knowledge base's prefix, then its documents' statuses once none is pending."""
     for rel, data in files:
         s3.put_object(Bucket=bucket, Key=f"kb/{kb['id']}/{rel}", Body=data)
     deadline, statuses = time.monotonic() + timeout, {}
     while time.monotonic() < deadline:
         statuses, token = {}, None
         while True:
-            page = requests.get(f"{api}/knowledge-bases/{kb['id']}/documents", headers=headers, timeout=60,
-                                params={"limit": 100, **({"nextToken": token} if token else {})}).json()["data"]
+            page = _call("GET", f"{api}/knowledge-bases/{kb['id']}/documents", headers=headers,
+                         params={"limit": 100, **({"nextToken": token} if token else {})})["data"]
             statuses.update({d["path"]: d["status"] for d in page["items"]})
             token = page.get("nextToken")
             if not token:
@@ -95,11 +108,8 @@ def ingest(api, headers, s3, bucket, kb, files: list[tuple[str, bytes]], timeout
 def ask(api, headers, kb, question: dict, strategy: str, top_k: int) -> dict:
     """One question's top passages, judged: answer string in the top 3, page in the top 3, a
     navigation page in the top 5, the top 3's tokens."""
-    import requests
-
-    answer = requests.post(f"{api}/knowledge-bases/{kb['id']}/search", headers=headers, timeout=120,
-                           json={"query": question["question"], "topK": top_k, "strategy": strategy,
-                                 "minScore": 0}).json()
+    answer = _call("POST", f"{api}/knowledge-bases/{kb['id']}/search", headers=headers,
+                   json={"query": question["question"], "topK": top_k, "strategy": strategy, "minScore": 0})
     results = answer["data"]["results"]
     top3 = results[:3]
     paths = [r.get("path") or r.get("source") or "" for r in results]

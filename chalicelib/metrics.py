@@ -77,3 +77,14 @@ def record_embedding(provider: str, model: str, seconds: float) -> None:
                        value=seconds, namespace=METRICS_NAMESPACE) as metric:
         metric.add_dimension(name="provider", value=provider)
         metric.add_dimension(name="model", value=model)
+
+
+def record_document_failed(code: str) -> None:
+    """A document that ended FAILED: DocumentsFailed twice, once for the service (what its alarm
+    watches) and once by error code (what the dashboard breaks it down by). The codes are the
+    pipeline's own, a short fixed list, so each is one custom metric."""
+    with single_metric(name="DocumentsFailed", unit=MetricUnit.Count, value=1, namespace=METRICS_NAMESPACE):
+        pass
+    with single_metric(name="DocumentsFailed", unit=MetricUnit.Count, value=1,
+                       namespace=METRICS_NAMESPACE) as metric:
+        metric.add_dimension(name="errorCode", value=code)

@@ -126,10 +126,24 @@ def wait(cfn, stack: str, timeout: float = 3600, poll: float = 1.0) -> str:
     raise DeployError(f"stack {stack} still {stack_status(cfn, stack)} after {timeout:.0f}s")
 
 
+# Embedding workers reserved per unit of EmbedWidth: two documents' fan-outs at full width
+# at once, so a second large document does not wait for the first's last batch.
+EMBED_WORKERS_PER_WIDTH = 2
+
+
+def sized(parameters: dict) -> dict:
+    """The parameters with EmbedConcurrency sized from EmbedWidth when only the width is given
+    (CloudFormation does no arithmetic)."""
+    if "EmbedWidth" in parameters and "EmbedConcurrency" not in parameters:
+        return {**parameters, "EmbedConcurrency": str(EMBED_WORKERS_PER_WIDTH * int(parameters["EmbedWidth"]))}
+    return parameters
+
+
 def deploy(session: boto3.Session, stack: str, parameters: dict, dist: Path = DIST,
            timeout: float = 3600) -> dict:
     """Create or update the stack from dist/; returns its outputs."""
     cfn = session.client("cloudformation")
+    parameters = sized(parameters)
     bucket = artifacts_bucket(session, stack)
     template = resolve_artifacts(session, bucket, yaml.safe_load((dist / "template.yaml").read_text()), dist)
     args = dict(StackName=stack, Capabilities=CAPABILITIES,

@@ -175,11 +175,19 @@ def chalice_package(out: Path) -> Path:
     return chalice_out / "sam.yaml"
 
 
+# The Embed Map's width is the EmbedWidth parameter. The emulator honours only a literal
+# MaxConcurrency (not MaxConcurrencyPath), and the ASL file stays JSON with the placeholder
+# as a string: in the packaged definition it loses its quotes, so that CloudFormation's
+# DefinitionSubstitutions writes the number itself there.
+WIDTH_PLACEHOLDER = '"MaxConcurrency":"${EmbedWidth}"'
+WIDTH_SUBSTITUTION = '"MaxConcurrency":${EmbedWidth}'
+
+
 def finish_template(sam_yaml: Path) -> dict:
     template = yaml.safe_load(sam_yaml.read_text())
     asl = (ROOT / "infra" / "ingestion.asl.json").read_text()
     template["Resources"]["IngestionStateMachine"]["Properties"]["DefinitionString"] = \
-        json.dumps(json.loads(asl), separators=(",", ":"))
+        json.dumps(json.loads(asl), separators=(",", ":")).replace(WIDTH_PLACEHOLDER, WIDTH_SUBSTITUTION)
     migrations = sorted((ROOT / "chalicelib" / "storage" / "migrations").glob("*.sql"))
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in migrations)).hexdigest()
     template["Parameters"]["MigrationsVersion"]["Default"] = digest[:16]
@@ -190,6 +198,7 @@ def finish_template(sam_yaml: Path) -> dict:
         if name != "Migrate":
             after = function.get("DependsOn", [])
             function["DependsOn"] = sorted({*([after] if isinstance(after, str) else after), "DatabaseMigration"})
+    add_error_alarms(template)
     # Chalice names an unmanaged role in its config; each function has its own here.
     template["Resources"].pop("DefaultRole", None)
     # The definition's binary media types also as the API's property: the emulators' import
@@ -198,6 +207,29 @@ def finish_template(sam_yaml: Path) -> dict:
     api = template["Resources"]["RestAPI"]["Properties"]
     api["BinaryMediaTypes"] = list(api["DefinitionBody"].get("x-amazon-apigateway-binary-media-types", []))
     return template
+
+
+# Functions whose failed invocations are retried (the state machine's Retry, the queue's
+# redrive): a few errors in five minutes are a database restart, not yet an incident.
+RETRIED_FUNCTIONS = {"PipelineExtract", "PipelineChunk", "PipelineEmbed", "PipelineStore", "PipelineFinalize",
+                     "S3Trigger"}
+
+
+def add_error_alarms(template: dict) -> None:
+    """An alarm on every function's Lambda Errors (docs/runbook.md#lambda-errors), so that a
+    function added to app.py is watched without anyone remembering to."""
+    for name, function in functions(template).items():
+        function_name = function["Properties"]["FunctionName"]["Fn::Sub"]
+        template["Resources"][f"{name}ErrorsAlarm"] = {"Type": "AWS::CloudWatch::Alarm", "Properties": {
+            "AlarmName": {"Fn::Sub": f"{function_name}-errors"},
+            "AlarmDescription": f"The {name} function failed invocations (docs/runbook.md#lambda-errors)",
+            "Namespace": "AWS/Lambda", "MetricName": "Errors",
+            "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": name}}],
+            "Statistic": "Sum", "Period": 300, "EvaluationPeriods": 1,
+            "Threshold": 5 if name in RETRIED_FUNCTIONS else 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",
+            "AlarmActions": [{"Fn::If": ["CreateAlarmTopic", {"Ref": "AlarmTopic"}, {"Ref": "AlarmTopicArn"}]}],
+            "OKActions": [{"Fn::If": ["CreateAlarmTopic", {"Ref": "AlarmTopic"}, {"Ref": "AlarmTopicArn"}]}]}}
 
 
 def functions(template: dict) -> dict[str, dict]:

@@ -86,6 +86,10 @@ def _stack_parameters(urls: dict) -> dict:
             "RedisUrl": urls["REDIS_URL"],
             "ModelDir": str(REPO_DIR), "DeletionProtection": "false",
             "PipelineConcurrency": str(min(8, 4 * (os.cpu_count() or 1))),
+            # one document's embedding batches at once (KB_EMBED_WIDTH to measure another width),
+            # and as many workers: each holds the model, 257 MiB, on the same two cores
+            "EmbedWidth": os.environ.get("KB_EMBED_WIDTH", "2"),
+            "EmbedConcurrency": os.environ.get("KB_EMBED_WIDTH", "2"),
             # Those workers share this machine's cores (on AWS each has vCPUs of its own): one
             # thread each, not a pool of every core in every worker (chalicelib/embeddings/local.py).
             "EmbedThreads": "1",

@@ -12,6 +12,7 @@ import logging
 
 from botocore.exceptions import ClientError
 
+from chalicelib import metrics
 from chalicelib.aws import client
 from chalicelib.config import load_settings
 from chalicelib.documents.runs import restart_run
@@ -75,6 +76,7 @@ def reconcile_unfinished_documents(min_age_seconds: int = 60) -> dict:
                                                f"the ingestion run ended ({status}) without finishing the document,"
                                                f" {MAX_RUN_ATTEMPTS + 1} times"):
                     failed.append(doc["id"])
+                    metrics.record_document_failed("EXECUTION_ENDED")
         except Exception:  # one document's fault must not hold up the others
             logger.exception("reconcile: document %s", doc["id"])
     if restarted or failed:

@@ -306,6 +306,8 @@ def mark_failed_step(event: dict) -> dict:
         else:
             with connection() as conn:
                 failed = document_status.mark_failed(conn, state.document_id, state.run_id, code, message)
+            if failed:
+                metrics.record_document_failed(code)
             logger.warning("document failed: %s %s" if failed else
                            "the run failed (%s %s), but the document is no longer in flight under it", code, message)
         _discard_staged(state)

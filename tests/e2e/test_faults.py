@@ -168,3 +168,51 @@ def test_documents_in_flight_when_the_emulator_restarts_all_end_processed(api, k
         doc, seen = wait_for_status(api, kb["id"], name, timeout=240)
         assert doc["status"] == "PROCESSED", (name, seen, doc.get("error"))
         assert doc["chunks"] == _chunk_count(db, doc["id"]) > 64, name
+
+
+def _search_until_answered(api, kb_id: str, query: str, deadline: float) -> tuple[dict, list[int]]:
+    """A client's search through a restart: a 503 says when to retry (Retry-After) and is
+    retried; anything but 200 or 503 fails. The answer, and every status met on the way."""
+    statuses = []
+    while time.monotonic() < deadline:
+        answer = api.call("POST", f"/knowledge-bases/{kb_id}/search", {"query": query, "topK": 3})
+        statuses.append(answer.status_code)
+        if answer.status_code == 200:
+            return answer.json()["data"], statuses
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["error"]["code"] and "Retry-After" in answer.headers, answer.text
+        time.sleep(min(float(answer.headers["Retry-After"]), 2))
+    raise AssertionError(f"no search answered through the restart: {statuses}")
+
+
+def test_searches_answer_through_a_database_restart_and_a_run_in_flight_loses_nothing(api, kb, s3, local_env):
+    """The local stand-in for an Aurora failover (the writer's instance goes away, the reader
+    takes over behind RDS Proxy's endpoint, which keeps its address): the server stops and
+    starts under warm workers holding connections to it. A search may answer from the cache
+    meanwhile; one that needs the database answers 503 with Retry-After, never a 500; the same results once it is back (the workers open new
+    connections); a document whose run was in flight ends PROCESSED with all its chunks."""
+    s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/failover/anchor.md",
+                  Body=b"# Lighthouse\n\nThe lighthouse keeper winds the clockwork lamp at dusk.")
+    assert wait_for_status(api, kb["id"], "anchor.md")[0]["status"] == "PROCESSED"
+    query = "who winds the clockwork lamp"
+    before, _ = _search_until_answered(api, kb["id"], query, time.monotonic() + 30)
+    assert before["results"] and before["results"][0]["source"].endswith("anchor.md")
+    text = "\n\n".join(f"Section {i}: the tide gauge at pier {i} is read at noon and logged." for i in range(400))
+    s3.put_object(Bucket=BUCKET, Key=f"kb/{kb['id']}/failover/in-flight.md", Body=text.encode())
+    services.postgres_down()
+    try:
+        # a cached answer is served without the database: a query never asked needs it
+        fresh = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": f"{query} {secrets.token_hex(3)}"})
+        assert fresh.status_code == 503, fresh.text
+        assert fresh.json()["error"]["code"] == "UNAVAILABLE" and "Retry-After" in fresh.headers
+        during = api.call("POST", f"/knowledge-bases/{kb['id']}/search", {"query": query, "topK": 3})
+        assert during.status_code in (200, 503), during.text  # a cached answer, unless a check needs the database
+        assert during.status_code == 503 or during.json()["data"]["results"] == before["results"]
+    finally:
+        services.postgres_up()
+    after, statuses = _search_until_answered(api, kb["id"], query, time.monotonic() + 60)
+    assert [r["chunkId"] for r in after["results"]] == [r["chunkId"] for r in before["results"]], statuses
+    doc, _ = wait_for_status(api, kb["id"], "in-flight.md", timeout=240)
+    assert doc["status"] == "PROCESSED", doc.get("error")
+    with psycopg.connect(local_env["DATABASE_URL"], autocommit=True, row_factory=dict_row) as db:
+        assert doc["chunks"] > 1 and _chunk_count(db, doc["id"]) == doc["chunks"]

@@ -68,11 +68,37 @@ def test_every_handler_the_template_names_exists(template):
 
 def test_the_state_machine_names_only_functions_of_the_template(template):
     machine = template["Resources"]["IngestionStateMachine"]["Properties"]
-    definition = json.loads(machine["DefinitionString"])
+    definition = json.loads(machine["DefinitionString"].replace("${EmbedWidth}", "3"))
     placeholders = {v["Resource"][2:-1] for v in _tasks(definition)}
-    assert placeholders == set(machine["DefinitionSubstitutions"])
-    for ref in machine["DefinitionSubstitutions"].values():
-        assert ref["Fn::GetAtt"][0] in package.functions(template)
+    assert placeholders | {"EmbedWidth"} == set(machine["DefinitionSubstitutions"])
+    for name, ref in machine["DefinitionSubstitutions"].items():
+        if name != "EmbedWidth":
+            assert ref["Fn::GetAtt"][0] in package.functions(template)
+
+
+def test_the_embedding_fan_out_is_as_wide_as_the_parameter_says(template):
+    """The Embed Map's MaxConcurrency is a number CloudFormation writes from EmbedWidth (the
+    emulator honours only a literal one), and the reserved concurrency is sized from it."""
+    import deploy
+
+    machine = template["Resources"]["IngestionStateMachine"]["Properties"]
+    assert machine["DefinitionSubstitutions"]["EmbedWidth"] == {"Ref": "EmbedWidth"}
+    assert json.loads(machine["DefinitionString"].replace("${EmbedWidth}", "7"))["States"]["Embed"]["MaxConcurrency"] == 7
+    assert deploy.sized({"EmbedWidth": "12"})["EmbedConcurrency"] == "24"
+    assert deploy.sized({"EmbedWidth": "12", "EmbedConcurrency": "5"})["EmbedConcurrency"] == "5"
+    width, reserved = (template["Parameters"][p]["Default"] for p in ("EmbedWidth", "EmbedConcurrency"))
+    assert reserved == deploy.EMBED_WORKERS_PER_WIDTH * width
+
+
+def test_the_database_has_a_reader_in_another_zone_when_highly_available(template):
+    resources = template["Resources"]
+    reader, writer = resources["DatabaseReader"], resources["DatabaseWriter"]["Properties"]
+    assert reader["Condition"] == "CreateReader" and template["Parameters"]["HighAvailability"]["Default"] == "true"
+    assert reader["Properties"]["DBClusterIdentifier"] == writer["DBClusterIdentifier"]
+    assert reader["Properties"]["PromotionTier"] == 0 and reader["Properties"]["DBInstanceClass"] == "db.serverless"
+    zones = [r["AvailabilityZone"]["Fn::If"][1]["Fn::GetAtt"][0] for r in (writer, reader["Properties"])]
+    assert zones == ["PrivateSubnetA", "PrivateSubnetB"]
+    assert resources["DatabaseProxyTargets"]["Properties"]["DBClusterIdentifiers"] == [{"Ref": "DatabaseCluster"}]
 
 
 def test_every_function_but_migrate_is_updated_once_the_migrations_have_run(template):
@@ -209,3 +235,45 @@ def test_the_console_ships_in_the_code_and_offers_no_demo_key_on_aws(dist, templ
     assert variable == {"Fn::If": ["IsAws", "", {"Ref": "ConsoleDemoKeyFile"}]}
     cors = template["Resources"]["DocumentsBucket"]["Properties"]["CorsConfiguration"]["Fn::If"]
     assert cors[0] == "IsAws" and cors[1]["CorsRules"][0]["AllowedMethods"] == ["PUT"]
+
+
+# The resource type each AWS namespace's dimension names (the alarms of tests/e2e/test_alarms.py
+# are checked on the emulator's stack; these also cover the AWS-only ones: Aurora, the cache).
+ALARM_DIMENSIONS = {("AWS/Lambda", "FunctionName"): "AWS::Serverless::Function",
+                    ("AWS/SQS", "QueueName"): "AWS::SQS::Queue",
+                    ("AWS/States", "StateMachineArn"): "AWS::StepFunctions::StateMachine",
+                    ("AWS/RDS", "DBClusterIdentifier"): "AWS::RDS::DBCluster",
+                    ("AWS/ElastiCache", "clusterId"): "AWS::ElastiCache::ServerlessCache"}
+
+
+def test_every_alarm_on_an_aws_metric_names_a_resource_of_the_template(template):
+    resources = template["Resources"]
+    alarms = {name: r["Properties"] for name, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    for name, alarm in alarms.items():
+        assert alarm["AlarmActions"] == alarm["OKActions"] and len(alarm["AlarmActions"]) == 1, name
+        assert "Metrics" not in alarm, f"{name}: metric math, which the emulator refuses"
+        if alarm["Namespace"] == "AWS/ApiGateway":  # REST API metrics name the API by its title
+            title = resources["RestAPI"]["Properties"]["DefinitionBody"]["info"]["title"]
+            assert {(d["Name"], d["Value"]) for d in alarm["Dimensions"]} == {("ApiName", title), ("Stage", "api")}
+            continue
+        if not alarm["Namespace"].startswith("AWS/"):
+            continue
+        for dim in alarm["Dimensions"]:
+            value = dim["Value"]
+            target = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
+            assert resources[target]["Type"] == ALARM_DIMENSIONS[(alarm["Namespace"], dim["Name"])], (name, dim)
+            if "Condition" in resources[target]:
+                assert resources[name].get("Condition") == resources[target]["Condition"], name
+    watched = {a["Dimensions"][0]["Value"]["Ref"] for a in alarms.values() if a["MetricName"] == "Errors"}
+    assert watched == set(package.functions(template))
+    assert {a["MetricName"] for a in alarms.values()} >= {
+        "ApproximateNumberOfMessagesVisible", "DocumentsFailed", "5XXError", "Latency", "Throttles", "Errors",
+        "ACUUtilization", "BytesUsedForCache"}
+
+
+def test_the_cache_memory_alarm_has_a_threshold_for_every_allowed_size(template):
+    sizes = template["Parameters"]["CacheMaxDataGB"]["AllowedValues"]
+    thresholds = template["Mappings"]["CacheBytes"]
+    assert {str(s) for s in sizes} == set(thresholds)
+    for size in sizes:
+        assert thresholds[str(size)]["AlarmAt"] == pytest.approx(0.8 * size * 1024 ** 3, abs=1)
