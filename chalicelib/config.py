@@ -55,6 +55,12 @@ def bad_keys_per_minute() -> int:
     return int(os.environ.get("BAD_KEYS_PER_MINUTE", str(limits.BAD_KEYS_PER_MINUTE)))
 
 
+def reranker_configured() -> bool:
+    """Whether the deployment has a reranker: RERANKER bedrock (Bedrock's Rerank, the default)
+    or none (a region without it, or a deployment that does not grant it)."""
+    return os.environ.get("RERANKER", "bedrock") != "none"
+
+
 def load_settings() -> Settings:
     env = os.environ
     return Settings(

@@ -451,6 +451,8 @@ function renderResults(answer, debug) {
       r.headers && r.headers.length ? h('span', { class: 'muted', text: ` · ${r.headers.join(' › ')}` }) : null,
       h('span', { class: 'score', text: `score ${fmtScore(r.similarity)}` }),
       r.truncated ? badge('truncated', 'wait') : null),
+    r.alsoIn && r.alsoIn.length ? h('p', { class: 'muted small',
+      text: `Also in ${r.alsoIn.map((a) => a.path || a.source).join(', ')}` }) : null,
     debug && r.scores ? h('dl', { class: 'scores' },
       [['Semantic', r.scores.vectorScore], ['Keyword', r.scores.keywordScore], ['Fused', r.scores.fusedScore]]
         .map(([term, value]) => h('div', {}, h('dt', { text: term }), h('dd', { text: fmtScore(value) })))) : null,

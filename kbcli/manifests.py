@@ -35,6 +35,7 @@ class KnowledgeBaseSpec:
     chunk_overlap: Optional[int] = None
     strategy: Optional[str] = None
     access: Optional[dict] = None  # the API's camelCase lists; None: the file does not say
+    rerank: Optional[bool] = None  # search.rerank: every search reranked unless it says; None: not said
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,8 @@ def _known(value: dict, allowed: set[str], source: str, where: str) -> None:
 def _typed(value: Any, kind: type | tuple, source: str, where: str):
     if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        raise _fail(source, f"{where} must be " + " or ".join(
-            {str: "text", int: "a whole number", float: "a number"}.get(k, k.__name__) for k in kinds))
+        names = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
+        raise _fail(source, f"{where} must be " + " or ".join(names.get(k, k.__name__) for k in kinds))
     return value
 
 
@@ -145,7 +146,7 @@ def _spec(document: Any, source: str) -> Spec:
 
 def _knowledge_base(name: str, spec: dict, source: str) -> KnowledgeBaseSpec:
     _known(spec, {"description", "visibility", "embedding_provider", "embedding_model", "vector_store",
-                  "chunking", "access"}, source, "spec.")
+                  "chunking", "access", "search"}, source, "spec.")
     chunking = _mapping(spec.get("chunking"), source, "spec.chunking")
     _known(chunking, {"strategy", "max_chunk_size", "overlap"}, source, "spec.chunking.")
     access = spec.get("access")
@@ -157,6 +158,8 @@ def _knowledge_base(name: str, spec: dict, source: str) -> KnowledgeBaseSpec:
                 raise _fail(source, f"spec.access.{key} must be a list of names")
         access = {api: sorted(set(access[key])) if access.get(key) is not None else None
                   for key, api in ACCESS_LISTS.items()}
+    search = _mapping(spec.get("search"), source, "spec.search")
+    _known(search, {"rerank"}, source, "spec.search.")
     provider = _typed(spec.get("embedding_provider"), str, source, "spec.embedding_provider")
     return KnowledgeBaseSpec(
         name=name, source=source, description=_typed(spec.get("description"), str, source, "spec.description"),
@@ -167,7 +170,7 @@ def _knowledge_base(name: str, spec: dict, source: str) -> KnowledgeBaseSpec:
         chunk_tokens=_typed(chunking.get("max_chunk_size"), int, source, "spec.chunking.max_chunk_size"),
         chunk_overlap=_typed(chunking.get("overlap"), int, source, "spec.chunking.overlap"),
         strategy=_typed(chunking.get("strategy"), str, source, "spec.chunking.strategy"),
-        access=access)
+        access=access, rerank=_typed(search.get("rerank"), bool, source, "spec.search.rerank"))
 
 
 def _agent(name: str, spec: dict, source: str) -> AgentSpec:
@@ -218,6 +221,8 @@ def knowledge_base_document(kb: dict) -> dict:
                                            ("overlap", chunking.get("chunkOverlap"))) if v is not None}}
     if access:
         spec["access"] = access
+    if (kb.get("search") or {}).get("rerank"):
+        spec["search"] = {"rerank": True}
     return {"apiVersion": API_VERSION, "kind": "KnowledgeBase", "metadata": {"id": kb["name"]}, "spec": spec}
 
 

@@ -28,6 +28,10 @@ PASSAGE = {
         "truncated": {"type": "boolean", "description": "True when the passage was cut to fit the tool's token"
                                                         " budget (at a sentence, else at a word), ending '...'"},
         "rerankScore": {"type": "number", "description": "The reranker's relevance, when the tool reranks"},
+        "alsoIn": {"type": "array", "description": "Other documents holding the same text, or nearly; present"
+                                                   " when there are any",
+                   "items": {"type": "object", "required": ["source", "path"], "additionalProperties": False,
+                             "properties": {"source": {"type": "string"}, "path": _NULLABLE_STRING}}},
     },
 }
 

@@ -92,7 +92,7 @@ class ToolSettings(NamedTuple):
     """How a knowledge-base tool searches, and whether it also writes (seed 004's mode)."""
     strategy: str
     max_tokens: int  # its passages' budget
-    rerank: bool
+    rerank: Optional[bool]  # None: as its knowledge base defaults (search.rerank)
     mode: str  # READ_ONLY, or READ_WRITE: the agent also gets the tool that adds an entry
 
 
@@ -106,7 +106,7 @@ def check_settings(strategy, max_tokens, rerank, mode=None) -> ToolSettings:
     mode = READ_ONLY if mode is None else mode
     if mode not in MODES:
         raise Invalid.field("mode", f"must be one of {', '.join(MODES)}")
-    return ToolSettings(strategy, int_field(max_tokens, "maxTokens", limits.MAX_TOKENS), bool(rerank), mode)
+    return ToolSettings(strategy, int_field(max_tokens, "maxTokens", limits.MAX_TOKENS), rerank, mode)
 
 
 def settings_of(tool: dict) -> ToolSettings:
@@ -121,7 +121,7 @@ def settings_of(tool: dict) -> ToolSettings:
 
 def knowledge_base_tool(*, kb_id: str, kb_name: str, name: str, description: str, top_k: int,
                         min_score: float, tool_id: Optional[str] = None, strategy: str = limits.DEFAULT_STRATEGY,
-                        max_tokens: int = int(limits.MAX_TOKENS.default), rerank: bool = False,
+                        max_tokens: int = int(limits.MAX_TOKENS.default), rerank: Optional[bool] = None,
                         mode: str = READ_ONLY) -> dict:
     return {
         "id": tool_id or f"tool_kb_{secrets.token_hex(8)}",

@@ -45,7 +45,8 @@ def create_knowledge_base(principal):
         model=string_field(embedding, "model", required=False, max_length=100) or None,
         chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"),
         chunk_strategy=chunking.get("strategy"),
-        access=kbs.parse_access(body.get("access")), source=_source(body, principal))
+        access=kbs.parse_access(body.get("access")), source=_source(body, principal),
+        search=kbs.parse_search_settings(body.get("search")))
     return ok(kb_view(kb, principal), status=201)
 
 
@@ -68,7 +69,7 @@ def get_knowledge_base(principal, kb_id):
 @authenticated(blueprint)
 def update_knowledge_base(principal, kb_id):
     body = json_body(blueprint.current_request)
-    refuse_unknown(body, {"name", "description", "visibility", "access", "source"},
+    refuse_unknown(body, {"name", "description", "visibility", "access", "source", "search"},
                    "cannot be changed (the embedding model and chunking are fixed at creation)")
     changes = name_and_description_changes(body)
     if "visibility" in body:
@@ -78,6 +79,7 @@ def update_knowledge_base(principal, kb_id):
     if "source" in body:
         source = _source(body, principal)
         changes["source"] = source.as_json() if source else None
+    changes.update(kbs.parse_search_settings(body.get("search")))
     return ok(kb_view(kbs.update_knowledge_base(principal, kb_id, changes), principal))
 
 

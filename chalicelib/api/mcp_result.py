@@ -3,7 +3,7 @@
 (agents/output.py), and one text block a model reads and cites from, one passage a
 paragraph under a line naming where it comes from:
 
-    [1] guides/install.md p. 3 — Install > Debian
+    [1] guides/install.md p. 3 — Install > Debian (also in guides/install.html)
     <the passage>
 
 Both the MCP endpoint (api/mcp_server.py) and `POST .../invoke?format=mcp` (which `kb mcp`
@@ -40,4 +40,6 @@ def citation(passage: dict) -> str:
         where += f" p. {passage['page']}"
     if passage.get("section"):
         where += f" — {passage['section']}"
+    if passage.get("alsoIn"):
+        where += f" (also in {', '.join(a.get('path') or a['source'] for a in passage['alsoIn'])})"
     return where

@@ -37,6 +37,7 @@ def kb_view(row: dict, viewer: Principal) -> dict:
                       "dimension": row["embedding_dim"]},
         "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"],
                      "strategy": row["chunk_strategy"]},
+        "search": {"rerank": row.get("default_rerank", False)},
         "stats": {
             "documentCount": stats.get("documentCount", 0), "chunkCount": stats.get("chunkCount", 0),
             "totalTokens": stats.get("totalTokens", 0),
@@ -115,6 +116,8 @@ def passage_view(passage: Passage, debug: bool = False) -> dict:
         "section": passage.section,
         "similarity": passage.similarity, "metadata": passage_metadata(passage), "tokens": passage.tokens,
         "truncated": passage.truncated,
+        "alsoIn": [{"documentId": a.document_id, "knowledgeBaseId": a.knowledge_base_id, "path": a.path,
+                    "source": a.source, "chunkId": public_chunk_id(a.chunk_id)} for a in passage.also_in],
     }
     if passage.span:
         view["parent"] = {"firstChunkIndex": passage.span[0], "lastChunkIndex": passage.span[1]}
@@ -172,8 +175,11 @@ def chunk_view(chunk: StoredChunk) -> dict:
 
 
 def bare_view(passages) -> list[dict]:
-    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}], and the path."""
-    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page, "path": p.path}}
+    """The bare answer existing agent workers expect: [{"text", "metadata": {"source", "page"}}], and the path
+    (and the other documents' paths, an entry's title, when others hold the same text)."""
+    return [{"text": p.content, "metadata": {"source": p.source, "page": p.page, "path": p.path,
+                                             **({"alsoIn": [a.path or a.source for a in p.also_in]}
+                                                if p.also_in else {})}}
             for p in passages]
 
 
@@ -201,7 +207,8 @@ def tool_result_view(run: ToolRun) -> dict:
                      # seed 000's ContextWindowManager marks a cut passage in its metadata
                      "metadata": {**passage_metadata(p), "truncated": True} if p.truncated else passage_metadata(p),
                      "truncated": p.truncated,
-                     **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {})}
+                     **({"rerankScore": p.rerank_score} if p.rerank_score is not None else {}),
+                     **({"alsoIn": [{"source": a.source, "path": a.path} for a in p.also_in]} if p.also_in else {})}
                     for p in result.passages],
         "summary": result.summary,
         "metadata": {"totalTokensUsed": result.tokens_used, "cached": result.cached},

@@ -157,7 +157,7 @@ def retrieve_request(kb_id: str, body: dict) -> tuple[SearchRequest, int, int, s
     if search_type is not None and search_type not in SEARCH_TYPES:
         raise Invalid.field(f"{_VECTOR}.overrideSearchType", f"must be one of {', '.join(SEARCH_TYPES)}")
     reranked = _rerank(vector["rerankingConfiguration"]) if vector.get("rerankingConfiguration") is not None else None
-    rerank = vector.get("rerankingConfiguration") is not None
+    rerank = True if vector.get("rerankingConfiguration") is not None else None  # None: the knowledge base's
     if reranked is not None:
         size = min(size, reranked)
     expression = parse_filter(vector["filter"], f"{_VECTOR}.filter") if vector.get("filter") is not None else None
@@ -182,6 +182,9 @@ def result_view(passage: Passage, bucket: str) -> dict:
     metadata["x-amz-bedrock-kb-data-source-id"] = passage.knowledge_base_id
     if passage.page is not None:
         metadata["x-amz-bedrock-kb-document-page-number"] = passage.page
+    if passage.also_in:  # other documents holding the same text, or nearly: their source URIs (an entry's id)
+        metadata["alsoIn"] = [f"s3://{bucket}/{document_key(a.knowledge_base_id, a.path)}" if a.path is not None
+                              else a.document_id for a in passage.also_in]
     return {"content": {"text": passage.content, "type": "TEXT"}, "location": location, "metadata": metadata,
             "score": passage.rerank_score if passage.rerank_score is not None else passage.similarity,
             "documentId": passage.document_id}

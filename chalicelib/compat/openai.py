@@ -29,9 +29,10 @@ from chalicelib.validate import int_field, number_field, refuse_unknown, string_
 COMPARISONS = {"eq": "equals", "ne": "notEquals", "gt": "greaterThan", "gte": "greaterThanOrEquals",
                "lt": "lessThan", "lte": "lessThanOrEquals", "in": "in", "nin": "notIn"}
 COMPOUNDS = {"and": "andAll", "or": "orAll"}
-# ranker: "auto" and "none" are the product's search as configured (hybrid, no reranker);
-# OpenAI's named ranker asks for the product's reranker (retrieval/rerank.py).
-RANKERS = {"auto": False, "none": False, "default-2024-11-15": True}
+# ranker: "auto" is the product's search as the knowledge base is set to (hybrid, reranked when
+# its search.rerank says), "none" never reranks, OpenAI's named ranker asks for the product's
+# reranker (retrieval/rerank.py).
+RANKERS = {"auto": None, "none": False, "default-2024-11-15": True}
 # A document's status, as a vector store file's.
 STATUSES = {DocumentStatus.PENDING: "in_progress", DocumentStatus.PROCESSING: "in_progress",
             DocumentStatus.PROCESSED: "completed", DocumentStatus.FAILED: "failed"}
@@ -236,12 +237,28 @@ def _score(passage) -> float:
     return round(passage.scores.vector, 6) if passage.scores.vector is not None else passage.similarity
 
 
+def _attributes(passage) -> dict:
+    """The document's attributes; with, when other files hold the same text or nearly, their
+    file ids in also_in (comma-separated: an attribute is a string of up to 512 characters, a
+    number or a boolean; as many as fit)."""
+    attributes = dict(passage.metadata or {})
+    ids: list[str] = []
+    for also in passage.also_in:
+        file_id = file_id_of(also.path, also.document_id)
+        if len(",".join([*ids, file_id])) > limits.OPENAI_ATTRIBUTE_VALUE_MAX_CHARS:
+            break
+        ids.append(file_id)
+    if ids:
+        attributes["also_in"] = ",".join(ids)
+    return attributes
+
+
 def search_page(result: SearchResult, queries: list[str]) -> dict:
     return {
         "object": "vector_store.search_results.page", "search_query": queries,
         "data": [{"file_id": file_id_of(p.path, p.document_id), "filename": p.source,
                   "score": _score(p),
-                  "attributes": p.metadata or {}, "content": [{"type": "text", "text": p.content}]}
+                  "attributes": _attributes(p), "content": [{"type": "text", "text": p.content}]}
                  for p in result.passages],
         "has_more": False, "next_page": None,
     }

@@ -7,7 +7,7 @@ from typing import Optional
 from chalicelib import limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import kb_to_manage, require_writer
-from chalicelib.config import load_settings
+from chalicelib.config import load_settings, reranker_configured
 from chalicelib.embeddings import get_provider
 from chalicelib import freshness, limits
 from chalicelib.errors import Invalid, NotFound
@@ -15,6 +15,7 @@ from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
 from chalicelib.sources import SourceConfig
 from chalicelib.storage import audit, connection, knowledge_bases
+from chalicelib.validate import refuse_unknown
 
 VISIBILITIES = ("private", "org", "public")
 ACCESS_FIELDS = tuple(knowledge_bases.ACCESS_COLUMNS.values())  # readRoles, readUsers, writeRoles, writeUsers
@@ -57,13 +58,38 @@ def check_access(visibility: str, access: dict) -> None:
                                                  " (visibility org or public); a private one is its owner's alone")
 
 
+SEARCH_SETTINGS = ("rerank",)
+
+
+def parse_search_settings(value) -> dict:
+    """A `search` object → the columns it sets ({} for null): rerank, whether a search that does
+    not say reranks (every surface: the API, tools, MCP, /v1 and Bedrock's retrieve)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid.field("search", "must be an object {rerank}")
+    refuse_unknown(value, SEARCH_SETTINGS, f"is not a search setting; use {', '.join(SEARCH_SETTINGS)}",
+                   prefix="search.")
+    changes = {}
+    if "rerank" in value:
+        if not isinstance(value["rerank"], bool):
+            raise Invalid.field("search.rerank", "must be true or false")
+        if value["rerank"] and not reranker_configured():
+            raise Invalid.field("search.rerank", "this deployment has no reranker (RERANKER is none);"
+                                                 " leave it false", code="RERANK_UNAVAILABLE")
+        changes["default_rerank"] = value["rerank"]
+    return changes
+
+
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           visibility: str = "private", provider: Optional[str] = None,
                           model: Optional[str] = None, chunk_tokens: Optional[int] = None,
                           chunk_overlap: Optional[int] = None, chunk_strategy: Optional[str] = None,
-                          access: Optional[dict] = None, source: Optional[SourceConfig] = None) -> dict:
+                          access: Optional[dict] = None, source: Optional[SourceConfig] = None,
+                          search: Optional[dict] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
-    access: parse_access's. Raises Invalid naming the field when a setting is not valid."""
+    access: parse_access's; search: parse_search_settings'. Raises Invalid naming the field when a
+    setting is not valid."""
     require_writer(principal, "create knowledge bases")
     access = access or parse_access(None)
     check_access(visibility, access)
@@ -81,11 +107,13 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
                 conn, principal, name=name, description=description, visibility=visibility,
                 provider=embedder.name, model=embedder.model, dim=embedder.dimension,
                 chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, chunk_strategy=chunk_strategy,
-                access=access, source=source.as_json() if source else None)
+                access=access, source=source.as_json() if source else None,
+                default_rerank=(search or {}).get("default_rerank", False))
             audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
                         after={"name": name, "visibility": visibility, "embeddingModel": embedder.model,
                                **({"access": access} if any(access.values()) else {}),
-                               **({"source": source.kind} if source else {})})
+                               **({"source": source.kind} if source else {}),
+                               **({"searchRerank": True} if (search or {}).get("default_rerank") else {})})
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 
@@ -107,8 +135,9 @@ def list_knowledge_bases(principal: Principal, *, limit: int, after: Optional[st
 
 def update_knowledge_base(principal: Principal, kb_id: str, changes: dict) -> dict:
     """Forbidden when the caller sees it but is neither its owner nor an admin of its organisation.
-    changes: name, description, visibility, and the access lists (parse_access's columns,
-    every one of them when `access` was given: it replaces the lists whole)."""
+    changes: name, description, visibility, the access lists (parse_access's columns,
+    every one of them when `access` was given: it replaces the lists whole), source, and
+    default_rerank (parse_search_settings')."""
     with connection() as conn:
         with conn.transaction():
             before = kb_to_manage(conn, principal, kb_id, "change its settings", for_update=True)
@@ -119,7 +148,7 @@ def update_knowledge_base(principal: Principal, kb_id: str, changes: dict) -> di
             if changed:
                 audit.write(conn, principal, "update_knowledge_base", "knowledge_base", kb_id,
                             before={k: before[k] for k in changed}, after={k: changes[k] for k in changed})
-        freshness.bump(kb_id)  # its name is in every answer; its access lists decide who reads
+        freshness.bump(kb_id)  # its name is in every answer; its access lists decide who reads; its rerank how
         return knowledge_bases.get_visible(conn, principal, kb_id)
 
 

@@ -44,7 +44,9 @@ class SearchRequest:
     debug_query_vector: bool = False  # debug: {"queryVector": true} adds the query's embedding
     hybrid_weights: tuple[float, float] = limits.HYBRID_WEIGHTS  # (semantic, keyword), summing to 1
     fusion: str = "score"  # or "rank": not in the API, the benchmark compares the two
-    rerank: bool = False  # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py)
+    # re-order the top candidates with Bedrock's Rerank (retrieval/rerank.py); None: as the
+    # knowledge bases searched default (their search.rerank)
+    rerank: Optional[bool] = None
     fields: tuple[str, ...] = ("content",)  # one of FIELD_CHOICES
 
     @property
@@ -61,6 +63,16 @@ class Scores:
     vector: Optional[float]
     keyword: Optional[float]
     fused: Optional[float]
+
+
+@dataclass(frozen=True)
+class AlsoIn:
+    """Another document holding a passage's text, or nearly (retrieval/dedupe.py)."""
+    document_id: str
+    knowledge_base_id: str
+    source: str
+    path: Optional[str]
+    chunk_id: int
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,7 @@ class Passage:
     uploaded_at: Optional[str] = None
     uploaded_by: Optional[str] = None
     total_chunks: Optional[int] = None
+    also_in: tuple[AlsoIn, ...] = ()  # the other documents with the same text or nearly, best first
 
     @property
     def section(self) -> Optional[str]:

@@ -35,11 +35,19 @@ RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 
 
+# A list read alone holds this many more than asked: what replaces passages that repeat a
+# better one's text (retrieval/dedupe.py).
+DEDUPE_SPARE = 5
+
+
 def candidate_pool(top_k: int, strategy: str, rerank: bool) -> int:
-    """How deep each list is read: top_k, or deeper when the lists are fused or reranked."""
+    """How deep each list is read: a few more than top_k, or deeper when the lists are fused
+    or reranked."""
     if rerank:
         return max(top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN)
-    return max(top_k * FUSION_POOL_FACTOR, FUSION_POOL_MIN) if strategy == "hybrid" else top_k
+    if strategy == "hybrid":
+        return max(top_k * FUSION_POOL_FACTOR, FUSION_POOL_MIN)
+    return top_k + DEDUPE_SPARE
 
 
 def ef_search_for(top_k: int, index_rows: float = 0) -> int:

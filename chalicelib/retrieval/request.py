@@ -145,7 +145,7 @@ def parse_search_request(kb_ids: list[str], body: dict, *, top_k_default: Option
         max_tokens=int_field(body.get("maxTokens"), "maxTokens", limits.MAX_TOKENS),
         prioritize_by=choice_field(body, "prioritizeBy", PRIORITIES, limits.DEFAULT_PRIORITY),
         debug=debug[0], debug_query_vector=debug[1],
-        rerank=bool_field(body, "rerank"),
+        rerank=bool_field(body, "rerank") if body.get("rerank") is not None else None,  # None: the knowledge base's
         fields=parse_fields(body.get("fields")),
     )
 

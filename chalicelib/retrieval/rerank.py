@@ -1,7 +1,9 @@
 """Re-ordering a search's top candidates with Amazon Bedrock's Rerank API
 (bedrock-agent-runtime, through boto3): each passage gets the reranker's relevance
 score (Hit.rerank, a passage's `rerankScore`), and the passages are ordered by it. Off
-unless a search or a tool asks (`rerank: true`); called from one place, retrieval/search.py.
+unless a search or a tool asks (`rerank: true`) or a knowledge base searched makes it its
+default (`search.rerank`); called from one place, retrieval/search.py. A deployment without
+a reranker says RERANKER=none: no knowledge base may then default to it.
 
 The model is RERANK_MODEL_ARN, else Amazon Rerank 1.0 in the function's region. The
 endpoint is boto3's: AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME, else AWS_ENDPOINT_URL

@@ -16,7 +16,7 @@ import redis
 from chalicelib import freshness, kv, limits
 from chalicelib.auth import Principal
 from chalicelib.kv import redis_client
-from chalicelib.retrieval.model import Passage, Scores, SearchRequest, SearchResult
+from chalicelib.retrieval.model import AlsoIn, Passage, Scores, SearchRequest, SearchResult
 
 logger = logging.getLogger(__name__)
 # Part of every key: moved when a passage gains fields, so no answer stored before (without
@@ -104,7 +104,9 @@ def _plain(value):
 
 
 def _decoded(data: dict) -> SearchResult:
-    passages = tuple(Passage(**{**p, "scores": Scores(**p["scores"])}) for p in data["passages"])
+    passages = tuple(Passage(**{**p, "scores": Scores(**p["scores"]),
+                                "also_in": tuple(AlsoIn(**a) for a in p.get("also_in", ()))})
+                     for p in data["passages"])
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "passages"}
     # An answer from this cache computed no embedding: its query's is as good as cached
     # (metadata.cached, which keyword search never sets).

@@ -25,12 +25,13 @@ from typing import Optional
 
 from chalicelib import limits, metrics
 from chalicelib.auth import Principal, access
+from chalicelib.config import reranker_configured
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Invalid, NotFound, Transient, Unavailable
-from chalicelib.retrieval import bm25, parents, policy, rerank, results_cache
+from chalicelib.retrieval import bm25, dedupe, parents, policy, rerank, results_cache
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import Fitted, excerpt, pack, summarise
-from chalicelib.retrieval.model import Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
+from chalicelib.retrieval.model import AlsoIn, Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
 from chalicelib.storage import acting_for, chunks, connection, db, terms
 from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
@@ -68,6 +69,7 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 
 
 def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> SearchResult:
+    request = replace(request, rerank=reranks(request, kbs))
     candidates, cached, views = [], True, []
     # Knowledge bases with the same model share one query embedding and one SQL query.
     groups: dict[tuple, list[dict]] = {}
@@ -81,22 +83,54 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
     candidates.sort(key=lambda h: h.score, reverse=True)
     if request.min_score > 0:
         candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
+    # A few more than asked, to take the place of passages that repeat a better one's text.
+    wanted = request.top_k + policy.DEDUPE_SPARE
     if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
-        candidates = rerank.rerank(request.query, candidates, request.top_k)
-    candidates = _parents(principal, candidates, kbs, request.top_k)
+        candidates = rerank.rerank(request.query, candidates, wanted)
+    candidates = _parents(principal, candidates, kbs, wanted)
+    # K different answers: a text repeated in other documents (an included block, a page beside
+    # its source) answers once, at its best rank, naming the others (Passage.also_in).
+    groups = dedupe.distinct(candidates, _content, request.top_k)
+    candidates = [g.kept for g in groups]
+    repeats = {g.kept.chunk_id: g.repeats for g in groups if g.repeats}
     ordered = _prioritise(candidates, request.prioritize_by)
     if request.summaries:  # the budget then holds the summaries, not the passages they stand for
         ordered = [h._replace(content=summarise(h.content, limits.PASSAGE_SUMMARY_TOKENS), tokens=None)
                    for h in ordered]
     kept, used, omitted = pack(ordered, request.max_tokens)
     names = {kb["id"]: kb["name"] for kb in kbs}
-    passages = tuple(replace(_passage(i + 1, f), summarised=request.summaries) for i, f in enumerate(kept))
+    passages = tuple(replace(_passage(i + 1, f), summarised=request.summaries,
+                             also_in=_also_in(f.item, repeats.get(f.item.chunk_id, ())))
+                     for i, f in enumerate(kept))
     return SearchResult(
         query=request.query, knowledge_base_ids=request.knowledge_base_ids,
         knowledge_base_names=tuple(names[k] for k in request.knowledge_base_ids),
         passages=passages, summary=_summary(passages, used, omitted), tokens_used=used, omitted=omitted,
         cached=cached if request.strategy != "keyword" else False, strategy=request.strategy,
         took_ms=0, debug=request.debug, debug_view=_merged_views(views) if request.debug else None)
+
+
+def reranks(request: SearchRequest, kbs: list[dict]) -> bool:
+    """Whether the search reranks: as it asks, else as a knowledge base it reads defaults
+    (search.rerank), where the deployment has a reranker."""
+    if request.rerank is not None:
+        return request.rerank
+    return reranker_configured() and any(kb.get("default_rerank") for kb in kbs)
+
+
+def _content(hit: Hit) -> str:
+    return hit.content
+
+
+def _also_in(kept: Hit, repeats) -> tuple[AlsoIn, ...]:
+    """The other documents holding the kept hit's text, each once."""
+    seen, found = {kept.document_id}, []
+    for h in repeats:
+        if h.document_id not in seen:
+            seen.add(h.document_id)
+            found.append(AlsoIn(document_id=h.document_id, knowledge_base_id=h.kb_id, source=_source(h), path=h.path,
+                                chunk_id=h.chunk_id))
+    return tuple(found)
 
 
 def _parents(principal: Principal, candidates: list[Hit], kbs: list[dict], top_k: int) -> list[Hit]:
@@ -321,10 +355,15 @@ def _prioritise(hits: list[Hit], prioritize_by: str) -> list[Hit]:
     return hits
 
 
+def _source(hit: Hit) -> str:
+    """An entry's title, a file's name."""
+    return (hit.title if hit.kind == "entry" else None) or hit.filename
+
+
 def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
     hit = fitted.item
     return Passage(
-        rank=rank, content=fitted.content, source=(hit.title if hit.kind == "entry" else None) or hit.filename,
+        rank=rank, content=fitted.content, source=_source(hit),
         path=hit.path,
         document_id=hit.document_id, knowledge_base_id=hit.kb_id, chunk_index=hit.chunk_index,
         page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),

@@ -15,7 +15,7 @@ from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_K
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
     kb.chunk_overlap, kb.chunk_strategy, kb.read_roles, kb.read_users, kb.write_roles, kb.write_users,
-    kb.source, kb.created_at, kb.updated_at"""
+    kb.source, kb.default_rerank, kb.created_at, kb.updated_at"""
 # The access lists (migration 0018), as the API names them: column → field.
 ACCESS_COLUMNS = {"read_roles": "readRoles", "read_users": "readUsers",
                   "write_roles": "writeRoles", "write_users": "writeUsers"}
@@ -34,7 +34,8 @@ KB_STATS = f"""(SELECT json_build_object(
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
                           visibility: str, provider: str, model: str, dim: int,
                           chunk_tokens: int, chunk_overlap: int, chunk_strategy: str = "fixed",
-                          access: Optional[dict] = None, source: Optional[dict] = None) -> str:
+                          access: Optional[dict] = None, source: Optional[dict] = None,
+                          default_rerank: bool = False) -> str:
     """access: ACCESS_COLUMNS' columns → a list of names or None (None: no lists); source:
     the stored form of a chalicelib.sources.SourceConfig, or None."""
     access = access or {}
@@ -42,11 +43,11 @@ def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, des
     conn.execute(
         "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
         " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap, chunk_strategy,"
-        " read_roles, read_users, write_roles, write_users, source)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " read_roles, read_users, write_roles, write_users, source, default_rerank)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (kb_id, principal.org_id, principal.user_id, name, description, visibility,
          provider, model, dim, chunk_tokens, chunk_overlap, chunk_strategy, *(access.get(c) for c in ACCESS_COLUMNS),
-         Jsonb(source) if source else None),
+         Jsonb(source) if source else None, default_rerank),
     )
     return kb_id
 
@@ -133,9 +134,10 @@ def reachable(conn: psycopg.Connection, principal, kb_ids: list[str]) -> dict[st
 
 
 def update(conn: psycopg.Connection, principal, kb_id: str, changes: dict) -> bool:
-    """Apply name/description/visibility/access-list/source changes (access.kb_to_manage said who may)."""
+    """Apply name/description/visibility/access-list/source/default_rerank changes (access.kb_to_manage
+    said who may)."""
     allowed = {k: (Jsonb(v) if k == "source" and v is not None else v) for k, v in changes.items()
-               if k in ("name", "description", "visibility", "source", *ACCESS_COLUMNS)}
+               if k in ("name", "description", "visibility", "source", "default_rerank", *ACCESS_COLUMNS)}
     if not allowed:
         return get_visible(conn, principal, kb_id) is not None
     sets = ", ".join(f"{column} = %({column})s" for column in allowed)

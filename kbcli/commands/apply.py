@@ -50,6 +50,8 @@ def _kb_changes(spec: KnowledgeBaseSpec, kb: dict) -> tuple[dict, list[str]]:
         patch["visibility"] = spec.visibility
     if spec.access is not None and spec.access != kb.get("access"):
         patch["access"] = spec.access
+    if spec.rerank is not None and spec.rerank != (kb.get("search") or {}).get("rerank", False):
+        patch["search"] = {"rerank": spec.rerank}
     embedding, chunking = kb.get("embedding") or {}, kb.get("chunking") or {}
     for field, wanted, have in (("embedding_provider", spec.provider, embedding.get("provider")),
                                 ("embedding_model", spec.model, embedding.get("model")),
@@ -69,6 +71,8 @@ def _apply_knowledge_base(client: Client, spec: KnowledgeBaseSpec, existing: dic
                       "visibility": spec.visibility or ("org" if spec.access else "private")}
         if spec.access:
             body["access"] = spec.access
+        if spec.rerank is not None:
+            body["search"] = {"rerank": spec.rerank}
         embedding = {k: v for k, v in (("provider", spec.provider), ("model", spec.model)) if v}
         chunking = {k: v for k, v in (("chunkTokens", spec.chunk_tokens), ("chunkOverlap", spec.chunk_overlap),
                                       ("strategy", spec.strategy)) if v is not None}

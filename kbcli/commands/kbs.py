@@ -39,6 +39,7 @@ def render_kb(kb: dict) -> None:
         ("embedding", f"{embedding.get('provider')} / {embedding.get('model')} ({embedding.get('dimension')} dims)"),
         ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking.get('chunkTokens')} tokens,"
                      f" overlap {chunking.get('chunkOverlap')}"),
+        ("rerank", "by default" if (kb.get("search") or {}).get("rerank") else "when a search asks"),
         ("documents", f"{stats.get('documentCount', 0)} ("
                       + ", ".join(f"{k.lower()} {v}" for k, v in by_status.items()) + ")"),
         ("chunks", stats.get("chunkCount")), ("tokens", stats.get("totalTokens")),
@@ -73,7 +74,10 @@ def create(session: Session,
                     " the topic changes.")] = None,
            visibility: Annotated[Visibility, typer.Option(help="Who may see it.")] = Visibility.private,
            embedding_provider: Annotated[Optional[str], typer.Option(help="local, openai or bedrock.")] = None,
-           embedding_model: Annotated[Optional[str], typer.Option(help="The provider's model.")] = None):
+           embedding_model: Annotated[Optional[str], typer.Option(help="The provider's model.")] = None,
+           rerank: Annotated[Optional[bool], typer.Option(
+               "--rerank/--no-rerank", help="Rerank every search that does not say (where the deployment"
+                                            " has a reranker).", show_default=False)] = None):
     """Create a knowledge base."""
     body: dict = {"name": name, "visibility": visibility.value}
     if description is not None:
@@ -85,6 +89,8 @@ def create(session: Session,
     embedding = {k: v for k, v in (("provider", embedding_provider), ("model", embedding_model)) if v}
     if embedding:
         body["embedding"] = embedding
+    if rerank is not None:
+        body["search"] = {"rerank": rerank}
     session.emit(session.client().post("/knowledge-bases", body), render_created)
 
 
@@ -118,14 +124,20 @@ def show(session: Session, kb_id: KbId):
 def update(session: Session, kb_id: KbId,
            name: Annotated[Optional[str], typer.Option(help="A new name.")] = None,
            description: Annotated[Optional[str], typer.Option(help="A new description.")] = None,
-           visibility: Annotated[Optional[Visibility], typer.Option(help="Who may see it.")] = None):
-    """Change a knowledge base's name, description or visibility.
+           visibility: Annotated[Optional[Visibility], typer.Option(help="Who may see it.")] = None,
+           rerank: Annotated[Optional[bool], typer.Option(
+               "--rerank/--no-rerank", help="Rerank every search that does not say, or not.",
+               show_default=False)] = None):
+    """Change a knowledge base's name, description, visibility or default reranking.
 
     The embedding model and chunking are fixed at creation."""
     body = {k: v for k, v in (("name", name), ("description", description),
                               ("visibility", visibility.value if visibility else None)) if v is not None}
+    if rerank is not None:
+        body["search"] = {"rerank": rerank}
     if not body:
-        raise CliError("NOTHING_TO_CHANGE", "give --name, --description or --visibility", exit_code=2)
+        raise CliError("NOTHING_TO_CHANGE", "give --name, --description, --visibility or --rerank/--no-rerank",
+                       exit_code=2)
     session.emit(session.client().patch(kb_path(kb_id), body), render_kb)
 
 

@@ -32,6 +32,8 @@ def render_results(data: dict, full: bool, several: bool) -> None:
         source = hit.get("source") or "-"
         if hit.get("page") is not None:
             source += f" p.{hit['page']}"
+        if hit.get("alsoIn"):  # the same text, or nearly, in other documents
+            source += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
         rows.append((hit.get("rank"), hit.get("similarity"), source,
                      *([hit.get("knowledgeBaseId")] if several else []),
                      _preview(hit.get("content", hit.get("summary")), full)))
@@ -58,6 +60,9 @@ def search(session: Session,
            filter_: Annotated[Optional[str], typer.Option("--filter", help="A Bedrock-style metadata filter as JSON"
                                                           " (or @file.json), e.g. '{\"equals\": {\"key\": \"team\","
                                                           " \"value\": \"support\"}}'.")] = None,
+           rerank: Annotated[Optional[bool], typer.Option(
+               "--rerank/--no-rerank", help="Rerank the passages, or not (default: as the knowledge base says).",
+               show_default=False)] = None,
            debug: Annotated[bool, typer.Option("--debug", help="Ask for each passage's separate scores.")] = False,
            full: Annotated[bool, typer.Option("--full", help="Show whole passages in the table.")] = False,
            batch: Annotated[Optional[Path], typer.Option(
@@ -68,7 +73,7 @@ def search(session: Session,
     """Search knowledge bases and print the ranked passages."""
     body = {"query": query, "strategy": strategy.value if strategy else None, "topK": top_k,
             "maxTokens": max_tokens, "minScore": min_score, "filter": json_option(filter_, "--filter"),
-            "debug": debug or None}
+            "rerank": rerank, "debug": debug or None}
     body = {k: v for k, v in body.items() if v is not None}
     ids = list(dict.fromkeys(kb or []))
     client = session.client()

@@ -153,3 +153,22 @@ def test_kb_sessions_record_and_end_a_conversation(admin):
     done = admin.json("sessions", "complete", opened["id"], "--agent", agent, "--no-extract")
     assert (done["status"], done["extraction"]) == ("COMPLETED", None)
     assert admin.json("sessions", "show", opened["id"], "--agent", agent)["messageCount"] == 2
+
+
+def test_a_knowledge_bases_rerank_default_is_applied_exported_and_changed(admin, tmp_path):
+    name = f"reranked-{secrets.token_hex(3)}"
+    text = KB_YAML.replace("research-docs", name).replace("  access:", "  search: {rerank: true}\n  access:")
+    (tmp_path / "kb.yaml").write_text(text)
+    assert [c["action"] for c in admin.json("apply", "-f", str(tmp_path / "kb.yaml"))] == ["created"]
+    kb = next(k for k in admin.json("kbs", "list")["items"] if k["name"] == name)
+    assert kb["search"] == {"rerank": True}
+    exported = [d for d in yaml.safe_load_all(admin.run("export").stdout) if d["metadata"]["id"] == name]
+    assert exported[0]["spec"]["search"] == {"rerank": True}
+    (tmp_path / "kb.yaml").write_text(text.replace("rerank: true", "rerank: false"))
+    changed = admin.json("apply", "-f", str(tmp_path / "kb.yaml"))
+    assert [(c["action"], c["detail"]) for c in changed] == [("configured", "search")]
+    assert admin.json("kbs", "update", kb["id"], "--rerank")["search"] == {"rerank": True}
+    (tmp_path / "bad.yaml").write_text(text.replace("rerank: true", "rerank: sometimes"))
+    assert "spec.search.rerank" in admin.error("apply", "-f", str(tmp_path / "bad.yaml"), code="INVALID_MANIFEST",
+                                               expect=2)["message"]
+    admin.run("kbs", "delete", kb["id"], "--yes")

@@ -19,3 +19,26 @@ def test_search_batch_from_json_lines_and_from_a_json_list(cli, kb, tmp_path):
     assert "Batch lamp" in shown.stdout and "1 of 1 searches answered" in shown.stdout
     (tmp_path / "broken.json").write_text("{not json")
     cli.error("search", "--batch", str(tmp_path / "broken.json"), code="INVALID_OPTION", expect=2)
+
+
+def test_the_table_names_the_other_documents_of_a_repeated_passage():
+    """kb search's table: a passage other documents repeat says where else it is."""
+    from rich.console import Console
+
+    from kbcli import output
+    from kbcli.commands.search import render_results
+
+    data = {"results": [
+        {"rank": 1, "similarity": 0.8, "source": "storage.txt", "content": "Backups are kept ninety days.",
+         "alsoIn": [{"path": "wiki/storage.html", "source": "storage.html"}, {"path": None, "source": "Backups"}]},
+        {"rank": 2, "similarity": 0.5, "source": "canteen.txt", "content": "Lunch from noon.", "alsoIn": []}],
+        "resultCount": 2, "metadata": {"strategy": "hybrid", "totalTokensUsed": 12, "omittedCount": 0, "tookMs": 3}}
+    saved = output.out
+    output.out = Console(record=True, width=200, highlight=False)
+    try:
+        render_results(data, full=False, several=False)
+        printed = output.out.export_text()
+    finally:
+        output.out = saved
+    assert "storage.txt (also in wiki/storage.html, Backups)" in printed
+    assert "canteen.txt" in printed and "canteen.txt (also in" not in printed

@@ -147,7 +147,7 @@ def equipped(tenant):
 def test_tool_settings_are_kept_checked_and_used(equipped):
     principal, agent, tool = equipped
     assert {k: tool["config"][k] for k in ("strategy", "maxTokens", "rerank")} == \
-        {"strategy": "semantic", "maxTokens": 3000, "rerank": False}
+        {"strategy": "semantic", "maxTokens": 3000, "rerank": None}  # rerank null: as the knowledge base says
     run = invoke_tool(principal, agent["id"], tool["id"], {"query": "reset the pump"})
     assert run.result.strategy == "semantic"
     edited = service.edit_knowledge_base_tool(principal, agent["id"], tool["id"], {"strategy": "keyword",

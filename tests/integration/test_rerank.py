@@ -7,7 +7,7 @@ from chalicelib.agents import service
 from chalicelib.agents.invoke import invoke_tool
 from chalicelib.api.views import search_view, tool_result_view
 from chalicelib.errors import Invalid
-from chalicelib.knowledge_bases import create_knowledge_base
+from chalicelib.knowledge_bases import create_knowledge_base, parse_search_settings, update_knowledge_base
 from chalicelib.retrieval import parse_search_request, search
 from tests.integration.bedrock_server import RerankServer
 from tests.integration.test_search import _ingest
@@ -57,7 +57,8 @@ def test_rerank_reorders_the_top_candidates_and_reports_its_score(manuals, aws, 
     sent = server.requests[0]
     assert sent["queries"][0]["textQuery"]["text"] == QUERY
     assert len(sent["sources"]) == 4  # the candidate pool, wider than topK, was sent
-    assert sent["rerankingConfiguration"]["bedrockRerankingConfiguration"]["numberOfResults"] == 3
+    # a few more than topK come back, to take the place of passages that repeat another's text
+    assert sent["rerankingConfiguration"]["bedrockRerankingConfiguration"]["numberOfResults"] == 4
 
 
 def test_a_tool_with_rerank_and_the_strict_body(manuals, aws, monkeypatch):
@@ -81,3 +82,21 @@ def test_against_ministacks_rerank(manuals, aws):
     # ministack keeps the order: the same passages, scored 1.0, 0.9, 0.8.
     assert [r["source"] for r in reranked["results"]] == [r["source"] for r in plain["results"]]
     assert [r["rerankScore"] for r in reranked["results"]] == [1.0, 0.9, 0.8]
+
+
+def test_a_knowledge_base_defaults_to_rerank_only_where_the_deployment_has_a_reranker(manuals, aws, monkeypatch):
+    principal, kb = manuals
+    update_knowledge_base(principal, kb["id"], parse_search_settings({"rerank": True}))
+    reranked = _search(principal, kb, topK=3, strategy="semantic")
+    assert [r["rerankScore"] for r in reranked["results"]] == [1.0, 0.9, 0.8]  # ministack's, by default
+    assert all("rerankScore" not in r for r in _search(principal, kb, topK=3, strategy="semantic", rerank=False)["results"])
+    monkeypatch.setenv("RERANKER", "none")
+    with pytest.raises(Invalid) as err:
+        parse_search_settings({"rerank": True})
+    assert err.value.message.startswith("search.rerank") and "no reranker" in err.value.message
+    assert parse_search_settings({"rerank": False}) == {"default_rerank": False}
+    with pytest.raises(Invalid) as err:
+        create_knowledge_base(principal, name="Reranked", description="", search=parse_search_settings({"rerank": True}))
+    assert err.value.message.startswith("search.rerank")
+    # set before the reranker went: searches answer, not reranked (topK 2: not the answer cached above)
+    assert all("rerankScore" not in r for r in _search(principal, kb, topK=2, strategy="semantic")["results"])

@@ -130,7 +130,10 @@ def test_recency_priority_puts_fresh_documents_first(library):
 def test_token_budget_truncates_and_reports_omissions(tenant):
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Long", description="")
-    long = " ".join(f"Paragraph sentence {i} about glaciers moving slowly downhill." for i in range(100))
+    # sentences that differ (chunks that repeat each other's text would answer once)
+    words = "ice snow rock valley moraine crevasse melt flow summit ridge basin river stream lake fjord cirque".split()
+    long = " ".join(f"Paragraph {i} about glaciers: {words[i % 16]} {words[i * 7 % 16]} {words[(i * 11 + 3) % 16]}"
+                    f" {words[(i * 5 + 1) % 16]} moving slowly downhill." for i in range(100))
     _ingest(kb["id"], "glacier.txt", long, chunk_tokens=300)
     answer = search(principal, _req(kb, "glaciers", strategy="semantic", top_k=5, max_tokens=150))
     meta = answer["metadata"]

@@ -51,7 +51,10 @@ def test_search_request_maps_results_threshold_ranker_and_filter():
     assert request.filters.expression == Condition("equals", "team", "billing")
     assert queries == ["refund", "money back"] and rewrite is False
     default, _, _ = compat.search_request("kb_1", {"query": "x"})
-    assert (default.top_k, default.min_score, default.rerank, default.strategy) == (10, 0.0, False, "hybrid")
+    # ranker auto: as the knowledge base says (its search.rerank); none: never
+    assert (default.top_k, default.min_score, default.rerank, default.strategy) == (10, 0.0, None, "hybrid")
+    never, _, _ = compat.search_request("kb_1", {"query": "x", "ranking_options": {"ranker": "none"}})
+    assert never.rerank is False
 
 
 @pytest.mark.parametrize("body, param", [

@@ -1,6 +1,8 @@
 """What a tool answers the model: the tool result matches the outputSchema the tool
 declares (MCP clients validate it), and the text block cites each passage's document,
 page and section. Through the SDK's own server and client, in memory."""
+from dataclasses import replace
+
 import anyio
 import jsonschema
 import pytest
@@ -14,7 +16,7 @@ from chalicelib.api.mcp_server import as_sdk_result
 from chalicelib.api.views import KB_MISSING, tool_result_view
 from chalicelib.documents.entries import Entry
 from chalicelib.retrieval import Passage, SearchResult
-from chalicelib.retrieval.model import Scores
+from chalicelib.retrieval.model import AlsoIn, Scores
 
 
 def passage(rank: int, *, source="manual.pdf", path="guides/manual.pdf", page=None, headers=(), rerank=None):
@@ -25,7 +27,9 @@ def passage(rank: int, *, source="manual.pdf", path="guides/manual.pdf", page=No
 
 
 PASSAGES = (passage(1, page=3, headers=["Install", "Debian"]),
-            passage(2, source="install.md", path="guides/install.md", headers=["Install"], rerank=0.9),
+            replace(passage(2, source="install.md", path="guides/install.md", headers=["Install"], rerank=0.9),
+                    also_in=(AlsoIn("doc_9", "kb_1", "install.html", "html/install.html", 19),
+                             AlsoIn("doc_8", "kb_1", "Installing", None, 18))),
             passage(3, source="Resetting the pump", path=None))
 FOUND = ToolRun(query="install", result=SearchResult(
     query="install", knowledge_base_ids=("kb_1",), knowledge_base_names=("Pump manual",), passages=PASSAGES,
@@ -72,13 +76,16 @@ def test_the_results_carry_path_page_and_section():
     assert [(r["path"], r["page"], r["section"]) for r in results] == [
         ("guides/manual.pdf", 3, "Install > Debian"), ("guides/install.md", None, "Install"), (None, None, None)]
     assert "rerankScore" not in results[0] and results[1]["rerankScore"] == 0.9
+    # another document holding the same text: named, path and source; none: no field
+    assert "alsoIn" not in results[0] and results[1]["alsoIn"] == [
+        {"source": "install.html", "path": "html/install.html"}, {"source": "Installing", "path": None}]
 
 
 def test_the_text_block_cites_each_passage():
     assert readable(tool_result_view(FOUND)) == (
         "Pump manual: 3 passages from 3 sources (Resetting the pump, install.md, manual.pdf), 9 tokens.\n\n"
         "[1] guides/manual.pdf p. 3 — Install > Debian\npassage 1\n\n"
-        "[2] guides/install.md — Install\npassage 2\n\n"
+        "[2] guides/install.md — Install (also in html/install.html, Installing)\npassage 2\n\n"
         "[3] Resetting the pump\npassage 3")
     assert readable(tool_result_view(NOTHING)) == "Pump manual: No passages matched the query."
     assert readable(tool_result_view(GONE)) == KB_MISSING["message"]

@@ -50,9 +50,10 @@ def test_the_tool_has_exactly_the_documented_shape():
                      "description": "Leave out passages whose similarity in meaning to the query is below this,"
                                     " between 0 and 1: higher answers fewer, closer passages."}},
         "required": ["query"]}
+    # rerank null: as its knowledge base says
     assert tool["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Product Documentation",
                               "defaultTopK": 5, "defaultMinScore": 0.7,
-                              "strategy": "hybrid", "maxTokens": 4000, "rerank": False, "mode": "read-only"}
+                              "strategy": "hybrid", "maxTokens": 4000, "rerank": None, "mode": "read-only"}
     edited = tools.with_defaults(tool, 3, 0.5)
     assert edited["schema"]["properties"]["topK"]["default"] == 3 and edited["config"]["defaultMinScore"] == 0.5
     assert tool["config"]["defaultTopK"] == 5  # the original is untouched
