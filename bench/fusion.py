@@ -17,6 +17,7 @@ METHODS = [("score", 0.5), ("score", 0.6), ("score", 0.4), ("rank", 0.5), ("dist
 def main() -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--methods", nargs="*", help="only these fusion methods (score, rank, distribution)")
     args = parser.parse_args()
     docs = corpus(200 if args.quick else None)
     queries, qrels = queries_and_qrels({d["_id"] for d in docs})
@@ -25,7 +26,7 @@ def main() -> dict:
               "odd": [q for q in queries if int(q["_id"]) % 2 == 1], "all": queries}
     rows = []
     runs = {s: run_queries(principal, kb, queries, doc_to_corpus, s) for s in ("semantic", "keyword")}
-    for method, weight in [(None, None), *METHODS]:
+    for method, weight in [(None, None), *(m for m in METHODS if not args.methods or m[0] in args.methods)]:
         run = (runs if method is None else
                {"hybrid": run_queries(principal, kb, queries, doc_to_corpus, "hybrid", hybrid_weights=(weight, 1 - weight),
                                       fusion=method)})
