@@ -170,7 +170,7 @@ def test_statistics_follow_chunks_as_documents_come_and_go(pumps):
     _assert_in_step(kb["id"])
     with connection() as conn:
         conn.execute("DELETE FROM documents WHERE id = %s", (ids["boat.txt"],))  # chunks go by cascade
-        chunk_rows.set_metadata(conn, ids["pumps.txt"], {"team": "water"})  # text unchanged
+        document_status.set_chunk_metadata(conn, ids["pumps.txt"], {"team": "water"})  # text unchanged
         conn.execute("UPDATE chunks SET content = 'A valve, a valve, a valve.' WHERE document_id = %s",
                      (ids["valves.txt"],))
     _assert_in_step(kb["id"])  # the changes of chunks in blocks: voids and new postings in the tail
@@ -477,7 +477,7 @@ def test_a_rare_word_outweighs_a_common_one_and_a_short_chunk_a_long_one(pumps):
 def test_a_filtered_search_is_complete_when_the_candidates_miss_it(pumps, monkeypatch):
     principal, kb, ids = pumps
     with connection() as conn:
-        chunk_rows.set_metadata(conn, ids["long.txt"], {"team": "plant"})
+        document_status.set_chunk_metadata(conn, ids["long.txt"], {"team": "plant"})
     monkeypatch.setattr(bm25, "DEEPER", 1)  # no deeper ranking: every match is scored
     assert "long.txt" not in [r["source"] for r in _keyword(principal, kb, "pump", top_k=1)]
     got = _keyword(principal, kb, "pump", top_k=1, filters=_team("plant"))
