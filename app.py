@@ -4,12 +4,14 @@ import logging
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
+from chalicelib import jobs
 from chalicelib.api import (agents, bedrock_compat, console, documents, edge, health, keys, knowledge, knowledge_bases,
                             mcp, openai_compat, search)
 from chalicelib.api.direct_invoke import handle_kb_search
 from chalicelib.documents import reconcile, trigger
 from chalicelib.ingestion import steps
-from chalicelib.knowledge import jobs
+from chalicelib.knowledge import jobs as extraction_jobs  # noqa: F401 - registers its handler with jobs
+from chalicelib.knowledge_bases import rebuild  # noqa: F401 - registers its handler with jobs
 from chalicelib.storage import for_every_organisation
 from chalicelib.storage import migrate as migrations
 
@@ -90,9 +92,11 @@ def kb_search(event, context):
     return handle_kb_search(event)
 
 
+# The jobs function: work after the request answered (a long conversation's extraction, a
+# rebuild), invoked asynchronously by the API. Its name is older than its second job; a new
+# name would replace the function on the next stack update.
 @app.lambda_function(name="knowledge_extract")
 def knowledge_extract(event, context):
-    """An extraction of a long conversation, invoked asynchronously by the API."""
     return jobs.run(event)
 
 

@@ -396,10 +396,10 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         cells = " | ".join(f"{row['hnsw'][ef]['recall@10']:.3f} ({row['hnsw'][ef]['p50']:.1f} ms)" for ef in efs)
         lines.append(f"| {int(size):,} | {cells} | {build} |")
     if all("bm25" in row for row in ours["latency"].values()):
-        from chalicelib.retrieval import bm25
+        from chalicelib.storage import terms
 
         lines += ["", "Keyword search is exact BM25 at every size: a term's postings are stored in blocks of "
-                      f"{bm25.BLOCK:,} chunk ids (migration 0026), read as arrays and ranked with numpy by MaxScore "
+                      f"{terms.BLOCK:,} chunk ids (migration 0026), read as arrays and ranked with numpy by MaxScore "
                       "(chalicelib/retrieval/bm25.py): the rarest terms whole, the commonest only in the blocks that "
                       "hold a chunk they could still lift into the top 10. Against exact BM25 computed in SQL "
                       "(every chunk holding a query term scored), 20 queries: the share of the exact top 10 the "

@@ -3,7 +3,7 @@ from chalice import Blueprint
 
 from chalicelib import limits
 from chalicelib.api.http import authenticated, json_body, ok
-from chalicelib.api.views import extraction_view, session_view
+from chalicelib.api.views import job_view, session_view
 from chalicelib.knowledge import extract, jobs, parse_conversation, sessions
 from chalicelib.validate import bool_field, refuse_unknown, string_field
 
@@ -15,14 +15,14 @@ blueprint = Blueprint(__name__)
 def extract_knowledge(principal, agent_id):
     conversation = parse_conversation(json_body(blueprint.current_request))
     if conversation.chars > limits.EXTRACT_SYNC_MAX_CHARS:
-        return ok(jobs.job_view(jobs.start(principal, agent_id, conversation)), status=202)
-    return ok(extraction_view(extract(principal, agent_id, conversation)))
+        return ok(job_view(jobs.start(principal, agent_id, conversation)), status=202)
+    return ok(extract(principal, agent_id, conversation).as_json())
 
 
 @blueprint.route("/agents/{agent_id}/knowledge/extract/{job_id}", methods=["GET"])
 @authenticated(blueprint)
 def extraction_job(principal, agent_id, job_id):
-    return ok(jobs.job_view(jobs.get(principal, agent_id, job_id)))
+    return ok(job_view(jobs.get(principal, agent_id, job_id)))
 
 
 @blueprint.route("/agents/{agent_id}/sessions", methods=["POST"])

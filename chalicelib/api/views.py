@@ -9,7 +9,6 @@ from chalicelib.auth import Principal
 from chalicelib.documents.entries import Entry, entry_url
 from chalicelib.documents.sync import SyncReport
 from chalicelib.documents.uploads import Upload
-from chalicelib.knowledge.jobs import job_view
 from chalicelib.knowledge.sessions import Session
 from chalicelib.retrieval import Passage, SearchResult
 from chalicelib.retrieval.model import DebugView
@@ -242,24 +241,12 @@ def _expired(row: dict) -> bool:
     return row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc)
 
 
-def extraction_view(extraction) -> dict:
-    """What an extraction did (chalicelib.knowledge.Extraction): counts, and the ids."""
-    def item(o, *fields):
-        view = {"id": o.entry_id, "title": o.item.title, "content": o.item.content, "type": o.item.type,
-                "level": o.item.level, "confidence": o.item.confidence, "similarity": o.similarity,
-                "reason": o.reason, "superseded": list(o.superseded),
-                "decision": ({"result": o.decision.result, "reasoning": o.decision.reasoning}
-                             if o.decision else None)}
-        return {k: view[k] for k in fields}
-    created, merged, updated, dropped = (extraction.of(a) for a in ("created", "merged", "updated", "dropped"))
-    return {"knowledgeBaseId": extraction.knowledge_base_id, "model": extraction.model,
-            "counts": {"created": len(created), "merged": len(merged), "updated": len(updated),
-                       "dropped": len(dropped)},
-            "created": [item(o, "id", "title", "type", "level", "confidence", "decision") for o in created],
-            "merged": [item(o, "id", "content", "similarity", "confidence", "decision") for o in merged],
-            "updated": [item(o, "id", "title", "similarity", "confidence", "superseded", "decision")
-                        for o in updated],
-            "dropped": [item(o, "content", "confidence", "reason") for o in dropped]}
+def job_view(job: dict) -> dict:
+    """An extraction job; its result is the extraction's JSON (Extraction.as_json)."""
+    return {"jobId": job["id"], "agentId": job["agent_id"], "status": job["status"],
+            "statusUrl": f"/agents/{job['agent_id']}/knowledge/extract/{job['id']}",
+            "result": job["result"], "error": job["error"],
+            "createdAt": job["created_at"].isoformat(), "updatedAt": job["updated_at"].isoformat()}
 
 
 def context_view(context) -> dict:

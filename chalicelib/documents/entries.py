@@ -8,7 +8,7 @@ from typing import Optional
 
 import psycopg
 
-from chalicelib import freshness, limits
+from chalicelib import freshness, indexing, limits
 from chalicelib.auth import Principal
 from chalicelib.auth.access import ENTRY_LEVELS, kb_to_write, widest_entry_level
 from chalicelib.documents.entry_text import rebuild
@@ -18,7 +18,7 @@ from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.context import fitting_overlap, fitting_tokens
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
-from chalicelib.retrieval import Passage, SearchRequest, bm25, search
+from chalicelib.retrieval import Passage, SearchRequest, search
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import audit, connection, document_status, documents, entry_chunks, knowledge_bases
 from chalicelib.storage.filters import SearchFilters
@@ -131,8 +131,7 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
                                            chunks=chunks, page_count=None)
         audit.write(conn, principal, "create_entry", "document", entry_id,
                     after={"knowledgeBaseId": kb_id, "title": item.title, "level": item.level or "individual"})
-    freshness.bump(kb_id)
-    bm25.fold_tail(kb_id)
+    indexing.after_store(kb_id)
     return Entry(id=entry_id, knowledge_base_id=kb_id, title=item.title, chunks=len(chunks),
                  tokens=sum(c.token_count for c in chunks), metadata=item.metadata, level=item.level,
                  type=item.type, confidence=item.confidence)
@@ -206,8 +205,7 @@ def rechunk_entries(kb: dict) -> int:
                                                chunks=chunks, page_count=None)
         done += 1
     if done:
-        freshness.bump(kb["id"])
-        bm25.fold_tail(kb["id"])
+        indexing.after_store(kb["id"])
     return done
 
 

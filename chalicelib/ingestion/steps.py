@@ -16,7 +16,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from chalicelib import freshness, limits, metrics
+from chalicelib import freshness, indexing, limits, metrics
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
@@ -28,7 +28,6 @@ from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
 from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
                                         Chunk, Failure, RunState)
-from chalicelib.retrieval import bm25
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, documents, knowledge_bases
@@ -233,8 +232,7 @@ def store_step(event: dict) -> dict:
             kb = _knowledge_base(conn, state.kb_id)
             stored = _store_in_batches(conn, state, kb)
     if stored:
-        freshness.bump(state.kb_id)
-        bm25.fold_tail(state.kb_id)
+        indexing.after_store(state.kb_id)
     if not stored:
         logger.info("a newer run owns the document; its chunks were left alone")
     return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
@@ -273,8 +271,7 @@ def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
             chunks=chunks, page_count=state.page_count, run_id=state.run_id,
             content_hash=state.content_hash)
     if stored:
-        freshness.bump(state.kb_id)
-        bm25.fold_tail(state.kb_id)
+        indexing.after_store(state.kb_id)
     else:
         logger.info("a newer run owns the document; its chunks were left alone")
     return stored

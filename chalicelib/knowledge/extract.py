@@ -123,6 +123,25 @@ class Extraction:
     def of(self, action: str) -> list[Outcome]:
         return [o for o in self.outcomes if o.action == action]
 
+    def as_json(self) -> dict:
+        """What the extraction did, as the API answers it and a job stores it: counts, and the ids."""
+        def item(o: Outcome, *fields):
+            view = {"id": o.entry_id, "title": o.item.title, "content": o.item.content, "type": o.item.type,
+                    "level": o.item.level, "confidence": o.item.confidence, "similarity": o.similarity,
+                    "reason": o.reason, "superseded": list(o.superseded),
+                    "decision": ({"result": o.decision.result, "reasoning": o.decision.reasoning}
+                                 if o.decision else None)}
+            return {k: view[k] for k in fields}
+        created, merged, updated, dropped = (self.of(a) for a in ("created", "merged", "updated", "dropped"))
+        return {"knowledgeBaseId": self.knowledge_base_id, "model": self.model,
+                "counts": {"created": len(created), "merged": len(merged), "updated": len(updated),
+                           "dropped": len(dropped)},
+                "created": [item(o, "id", "title", "type", "level", "confidence", "decision") for o in created],
+                "merged": [item(o, "id", "content", "similarity", "confidence", "decision") for o in merged],
+                "updated": [item(o, "id", "title", "similarity", "confidence", "superseded", "decision")
+                            for o in updated],
+                "dropped": [item(o, "content", "confidence", "reason") for o in dropped]}
+
 
 def check_messages(raw, *, already: int = 0) -> list[dict]:
     """A list of {role, content} as a conversation may hold them (`already` messages before

@@ -1,15 +1,12 @@
-"""Long conversations are extracted after the request answered: the API stores a job
-and invokes the knowledge_extract function asynchronously (EXTRACT_FUNCTION_NAME);
-the caller polls GET /agents/{agentId}/knowledge/extract/{jobId}."""
-import json
+"""Long conversations are extracted after the request answered: the API stores a job and
+has the jobs function run it (chalicelib/jobs.py); the caller polls
+GET /agents/{agentId}/knowledge/extract/{jobId}."""
 import logging
-import os
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.auth import Principal
-from chalicelib.errors import NotFound, ServiceError, Transient, Unavailable
+from chalicelib.errors import NotFound, ServiceError, Transient
 from chalicelib.ids import new_id
+from chalicelib.jobs import handles, invoke_later, jobs_function
 from chalicelib.knowledge.extract import Conversation, check_access, extract, parse_conversation
 from chalicelib.llm import chat_model
 from chalicelib.storage import acting_for, connection
@@ -35,27 +32,6 @@ def start(principal: Principal, agent_id: str, conversation: Conversation) -> di
     return job
 
 
-def jobs_function() -> str:
-    """The function that runs work after the request answered (app.py knowledge_extract:
-    extractions and knowledge-base rebuilds)."""
-    function = os.environ.get("EXTRACT_FUNCTION_NAME")
-    if not function:
-        raise Unavailable("work after the request is run by the knowledge_extract function, which this"
-                          " deployment does not name (EXTRACT_FUNCTION_NAME)", code="EXTRACTION_UNAVAILABLE")
-    return function
-
-
-def invoke_later(payload: dict) -> None:
-    """An asynchronous invocation of the jobs function; Transient when it could not be made."""
-    from chalicelib.aws import client
-    try:
-        client("lambda").invoke(FunctionName=jobs_function(), InvocationType="Event",
-                                Payload=json.dumps(payload).encode())
-    except (BotoCoreError, ClientError) as err:
-        logger.warning("could not invoke the jobs function: %s", type(err).__name__)
-        raise Transient("the work could not be started; retry") from None
-
-
 def get(principal: Principal, agent_id: str, job_id: str) -> dict:
     with connection() as conn:
         job = job_rows.get(conn, principal, agent_id, job_id)
@@ -64,18 +40,13 @@ def get(principal: Principal, agent_id: str, job_id: str) -> dict:
     return job
 
 
+@handles("jobId")
 def run(event: dict) -> dict:
-    """The knowledge_extract function: one job, for the organisation that asked. A job
-    that is not PENDING (a repeated invocation) is left alone. Failures end in the job.
-    A rebuild's fan-out comes the same way (knowledge_bases/rebuild.py)."""
-    if "rebuildId" in event:
-        from chalicelib.knowledge_bases import rebuild
-        return rebuild.run(event)
+    """The jobs function's part: one job, for the organisation that asked. A job that is not
+    PENDING (a repeated invocation) is left alone. Failures end in the job."""
     org_id, job_id = event.get("orgId"), event.get("jobId")
     if not isinstance(org_id, str) or not isinstance(job_id, str):
         return {"ran": False, "reason": "orgId and jobId are required"}
-    from chalicelib.api.views import extraction_view
-
     with acting_for(org_id):
         with connection() as conn:
             job = job_rows.claim(conn, job_id)
@@ -85,7 +56,7 @@ def run(event: dict) -> dict:
         try:
             conversation = parse_conversation(job["request"])
             with acting_for(org_id, principal.user_id):  # the entries the job's user may read
-                result, error = extraction_view(extract(principal, job["agent_id"], conversation, job_id=job_id)), None
+                result, error = extract(principal, job["agent_id"], conversation, job_id=job_id).as_json(), None
         except ServiceError as err:
             result, error = None, {"code": err.code, "message": err.message}
         except Exception as err:  # noqa: BLE001 - a defect ends the job, which the caller polls
@@ -95,9 +66,3 @@ def run(event: dict) -> dict:
             job_rows.finish(conn, job_id, result=result, error=error)
     return {"ran": True, "jobId": job_id, "status": "FAILED" if error else "SUCCEEDED"}
 
-
-def job_view(job: dict) -> dict:
-    return {"jobId": job["id"], "agentId": job["agent_id"], "status": job["status"],
-            "statusUrl": f"/agents/{job['agent_id']}/knowledge/extract/{job['id']}",
-            "result": job["result"], "error": job["error"],
-            "createdAt": job["created_at"].isoformat(), "updatedAt": job["updated_at"].isoformat()}

@@ -1,6 +1,6 @@
 """Seed 003's rebuildKnowledgeIndex: every document of a knowledge base chunked and embedded
 again, optionally with new chunk sizes (which otherwise stay as created). The request checks
-and records the rebuild; the jobs function hands the files to the pipeline (as a reindex does)
+and records the rebuild; the jobs function (chalicelib/jobs.py) hands the files to the pipeline (as a reindex does)
 and re-chunks the entries. Search answers from each document's old chunks until its new ones
 are switched in; progress is read from the documents (storage/rebuilds.py)."""
 import logging
@@ -14,7 +14,7 @@ from chalicelib.documents.runs import start_ingestion
 from chalicelib.errors import Conflict, NotFound, Transient
 from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
-from chalicelib.knowledge.jobs import invoke_later, jobs_function
+from chalicelib.jobs import handles, invoke_later, jobs_function
 from chalicelib.storage import EVERY_ORGANISATION, acting_for, audit, connection, documents, knowledge_bases
 from chalicelib.storage import rebuilds as rebuild_rows
 
@@ -64,6 +64,7 @@ def get_rebuild(principal: Principal, kb_id: str) -> dict:
     return row
 
 
+@handles("rebuildId")
 def run(event: dict) -> dict:
     """The jobs function's part: hand every file to the pipeline, re-chunk every entry."""
     rebuild_id = event.get("rebuildId")

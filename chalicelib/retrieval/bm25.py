@@ -28,15 +28,11 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from aws_lambda_powertools import Logger
-
 import numpy as np
 
-from chalicelib import limits
 from chalicelib.storage import terms as storage_terms
 from chalicelib.storage.terms import Directory, Postings, TermStatistics
 
-logger = Logger(child=True)
 
 
 def _keep_freed_memory() -> None:
@@ -59,14 +55,6 @@ _keep_freed_memory()
 
 # As Lucene and rank_bm25 default to.
 K1, B = 1.2, 0.75
-# Postings a block holds (migration 0026's kb_bm25_rebuild default; tests/unit/test_bm25.py
-# checks they agree): a block of 128 stays inline in its row, and smaller blocks bound a
-# chunk's score more closely where a common term is read only where it could count.
-BLOCK = 128
-# Postings a knowledge base's tail may hold before a store folds it into the blocks: the
-# tail is read row by row (~1 us a posting), the blocks as arrays. At a million chunks 500
-# new chunks left 23,106 postings in the tail, and folding them rewrote 6,616 blocks in 4.8 s.
-TAIL_MAX = 20_000
 # A question's terms beyond these (the commonest) are left out.
 TERMS_MAX = 32
 # When the rows the caller may not read or the filters drop leave fewer than asked, the
@@ -477,18 +465,3 @@ def exact_reference(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
             scores.add(*_contribution(found[t], w, q.average_length))
     return _best(*scores.above(0.0), k, sum(len(p.ids) for p in found.values()))
 
-
-def fold_tail(kb_id: str) -> None:
-    """After a store, in its own transaction: folds the knowledge base's tail into its
-    blocks once it holds more than TAIL_MAX postings, and packs a batch of its blocks still
-    in 0026's layout, if any (migration 0028). A failure leaves both as they are (searches
-    read them; the next store tries again)."""
-    from chalicelib.storage import connection
-
-    try:
-        with connection() as conn:
-            if storage_terms.tail_size(conn, kb_id, TAIL_MAX) > TAIL_MAX:
-                storage_terms.compact(conn, kb_id, BLOCK)
-            storage_terms.repack(conn, kb_id, limits.BM25_REPACK_BLOCKS)
-    except Exception:  # noqa: BLE001 - the store itself succeeded
-        logger.exception("folding the BM25 tail of %s failed; the next store tries again", kb_id)

@@ -21,7 +21,7 @@ import numpy as np
 import psycopg
 
 from chalicelib import limits
-from chalicelib.ingestion.model import Chunk
+from chalicelib.records import Chunk
 from chalicelib.storage import document_status
 
 # The chunk rows a search may read: not of a listed version. A condition on the chunk row

@@ -2,7 +2,6 @@
 them. Vectors travel in pgvector's binary format (register_vector on connection
 open, %b placeholders). The search policy (which tsquery, how wide the HNSW
 candidate list) is the caller's: chalicelib.retrieval decides it."""
-import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Optional, Sequence
 import numpy as np
 import psycopg
 
-from chalicelib.ingestion.model import Chunk
+from chalicelib.records import Chunk
 from chalicelib.storage import chunk_versions
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
@@ -33,11 +32,6 @@ class TextQuery:
 
 def as_vector(values: Sequence[float]) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
-
-
-def set_metadata(conn: psycopg.Connection, doc_id: str, metadata: dict) -> None:
-    conn.execute("UPDATE chunks SET metadata = %s WHERE document_id = %s AND metadata <> %s::jsonb",
-                 (json.dumps(metadata), doc_id, json.dumps(metadata)))
 
 
 def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int,

@@ -21,7 +21,6 @@ from typing import Callable, Optional
 import psycopg
 
 from chalicelib.ids import new_id
-from chalicelib.storage import chunks
 from chalicelib.storage.documents import DOC_COLUMNS
 
 
@@ -104,8 +103,15 @@ def mark_unchanged(conn: psycopg.Connection, doc_id: str, run_id: str, metadata:
             " metadata = %s, updated_at = now() WHERE id = %s AND current_run_id = %s",
             (json.dumps(metadata), doc_id, run_id)).rowcount == 1
         if updated:
-            chunks.set_metadata(conn, doc_id, metadata)
+            set_chunk_metadata(conn, doc_id, metadata)
     return updated
+
+
+def set_chunk_metadata(conn: psycopg.Connection, doc_id: str, metadata: dict) -> None:
+    """The document's metadata onto its chunks (the filters read it there): chunks whose
+    text is unchanged keep their rows, so no new embedding or BM25 work."""
+    conn.execute("UPDATE chunks SET metadata = %s WHERE document_id = %s AND metadata <> %s::jsonb",
+                 (json.dumps(metadata), doc_id, json.dumps(metadata)))
 
 
 def mark_processed(conn: psycopg.Connection, doc_id: str, *, version: str, chunk_count: int,

@@ -18,6 +18,10 @@ from chalicelib.kv import redis_client
 from chalicelib.storage import db
 
 logger = logging.getLogger(__name__)
+# Postings a block holds (migration 0026's kb_bm25_rebuild default; tests/unit/test_bm25.py
+# checks they agree): a block of 128 stays inline in its row, and smaller blocks bound a
+# chunk's score more closely where a common term is read only where it could count.
+BLOCK = 128
 
 
 @dataclass(frozen=True)

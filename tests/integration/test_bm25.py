@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from chalicelib import indexing
 from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.retrieval import SearchRequest, bm25
 from chalicelib.retrieval import search as run_search
@@ -65,7 +66,7 @@ def _stored(kb_id: str, old_layout: bool = False) -> dict:
         packed = [_width(max(steps)), _width(max(b["tfs"])), _width(max(b["dls"]))]
         assert [b["id_bytes"], b["tf_bytes"], b["dl_bytes"]] in ([packed, [0, 2, 4]] if old_layout else [packed])
         assert b["ids"] == sorted(b["ids"]) and (b["first_id"], b["last_id"]) == (b["ids"][0], b["ids"][-1])
-        assert b["n"] == len(b["ids"]) == len(b["tfs"]) == len(b["dls"]) <= bm25.BLOCK
+        assert b["n"] == len(b["ids"]) == len(b["tfs"]) == len(b["dls"]) <= terms.BLOCK
         assert (b["max_tf"], b["min_dl"]) == (max(b["tfs"]), min(b["dls"]))
         assert b["first_id"] > last.get(b["term"], -1)  # a term's blocks: disjoint, in order
         last[b["term"]] = b["last_id"]
@@ -170,7 +171,7 @@ def test_statistics_follow_chunks_as_documents_come_and_go(pumps):
     _assert_in_step(kb["id"])
     with connection() as conn:
         conn.execute("DELETE FROM documents WHERE id = %s", (ids["boat.txt"],))  # chunks go by cascade
-        chunk_rows.set_metadata(conn, ids["pumps.txt"], {"team": "water"})  # text unchanged
+        document_status.set_chunk_metadata(conn, ids["pumps.txt"], {"team": "water"})  # text unchanged
         conn.execute("UPDATE chunks SET content = 'A valve, a valve, a valve.' WHERE document_id = %s",
                      (ids["valves.txt"],))
     _assert_in_step(kb["id"])  # the changes of chunks in blocks: voids and new postings in the tail
@@ -477,7 +478,7 @@ def test_a_rare_word_outweighs_a_common_one_and_a_short_chunk_a_long_one(pumps):
 def test_a_filtered_search_is_complete_when_the_candidates_miss_it(pumps, monkeypatch):
     principal, kb, ids = pumps
     with connection() as conn:
-        chunk_rows.set_metadata(conn, ids["long.txt"], {"team": "plant"})
+        document_status.set_chunk_metadata(conn, ids["long.txt"], {"team": "plant"})
     monkeypatch.setattr(bm25, "DEEPER", 1)  # no deeper ranking: every match is scored
     assert "long.txt" not in [r["source"] for r in _keyword(principal, kb, "pump", top_k=1)]
     got = _keyword(principal, kb, "pump", top_k=1, filters=_team("plant"))
@@ -548,9 +549,9 @@ def test_documents_stored_at_once_in_one_knowledge_base_keep_the_statistics_righ
 
 def test_a_store_folds_a_long_tail_into_blocks(pumps, monkeypatch):
     principal, kb, _ = pumps
-    monkeypatch.setattr(bm25, "TAIL_MAX", 10)
+    monkeypatch.setattr(indexing, "TAIL_MAX", 10)
     assert _stored(kb["id"])["tail"] > 10
-    bm25.fold_tail(kb["id"])  # what the pipeline's Store step and a new entry run
+    indexing.after_store(kb["id"])  # what the pipeline's Store step and a new entry run
     stored = _stored(kb["id"])
     assert stored["tail"] == 0 and stored["blocks"] > 0
     _assert_in_step(kb["id"])
@@ -601,7 +602,7 @@ def test_blocks_in_0026s_layout_are_read_as_they_are_until_packed_after_the_migr
             assert terms.repack(conn, kb["id"], 100) == 0
     assert _old_blocks(kb["id"]) == left
     monkeypatch.setattr(limits, "BM25_REPACK_BLOCKS", 3)
-    bm25.fold_tail(kb["id"])  # what every store runs: a batch packed
+    indexing.fold_tail(kb["id"])  # what every store runs: a batch packed
     assert _old_blocks(kb["id"]) == left - 3
     assert repack_old_blocks(os.environ["DATABASE_URL"]) >= left - 3
     assert _old_blocks(kb["id"]) == 0
@@ -631,7 +632,7 @@ def test_blocks_packed_in_sql_read_back_the_same_in_numpy(seed, service_env):
     blocks = []
     first = int(rng.integers(1, 1_000))
     for _ in range(6):
-        n = int(rng.integers(1, bm25.BLOCK + 1))
+        n = int(rng.integers(1, terms.BLOCK + 1))
         largest_step = int(rng.choice([200, 60_000, 4_000_000_000, 2**40]))
         ids = first + np.concatenate([[0], np.cumsum(rng.integers(1, largest_step, size=n - 1))]).astype(np.int64)
         tfs = rng.integers(1, int(rng.choice([3, 300, 32_767])), size=n).astype(float)

@@ -6,7 +6,7 @@ import secrets
 import pytest
 
 from chalicelib.agents import service
-from chalicelib.api.views import extraction_view
+from chalicelib.api.views import job_view
 from chalicelib.auth import issue_key
 from chalicelib.documents import entries
 from chalicelib.errors import BadUpstream, Forbidden, Unavailable
@@ -86,7 +86,7 @@ def test_without_a_model_the_answer_is_llm_not_configured(team, monkeypatch):
 
 def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, openai_llm):
     server = openai_llm(ITEMS)
-    result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    result = extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])).as_json()
     assert result["counts"] == {"created": 2, "merged": 1, "updated": 0, "dropped": 1}
     assert result["merged"][0]["id"] == team["existing"].id and result["merged"][0]["similarity"] >= 0.8
     assert result["dropped"][0]["content"] == "It might rain later today."
@@ -112,15 +112,15 @@ def test_items_are_created_merged_or_dropped_and_levels_bounded_by_role(team, op
                                                    entries.search_entries(colleague, "report format pdf", 5)]
     # The same conversation again: everything merges into what is there.
     openai_llm(ITEMS)
-    again = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    again = extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])).as_json()
     assert again["counts"] == {"created": 0, "merged": 3, "updated": 0, "dropped": 1}
     assert len(_entries(team["kb"]["id"])) == 3
 
 
 def test_an_admin_may_publish_and_min_confidence_is_the_callers(team, openai_llm):
     openai_llm(ITEMS)
-    result = extraction_view(extract(team["admin"], team["agent"]["id"],
-                                     _conversation(team["kb"]["id"], minConfidence=0.88)))
+    result = extract(team["admin"], team["agent"]["id"],
+                                     _conversation(team["kb"]["id"], minConfidence=0.88)).as_json()
     # The editor's deploy entry was posted without a level (individual): the admin does not
     # read it, so nothing merges into it.
     assert {c["title"]: c["level"] for c in result["created"]} == {"Report format": "individual",
@@ -128,7 +128,7 @@ def test_an_admin_may_publish_and_min_confidence_is_the_callers(team, openai_llm
     assert {d["content"] for d in result["dropped"]} == {"It might rain later today.",
                                                          ITEMS["items"][2]["content"]}
     openai_llm(ITEMS)
-    published = extraction_view(extract(team["admin"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    published = extract(team["admin"], team["agent"]["id"], _conversation(team["kb"]["id"])).as_json()
     assert {c["title"]: c["level"] for c in published["created"]} == {"Billing database": "public"}
 
 
@@ -142,7 +142,7 @@ def test_malformed_output_is_asked_again_once_then_refused_with_nothing_stored(t
     assert _entries(team["kb"]["id"]) == before
     # Malformed once, then right: stored.
     server = openai_llm("not json", "```json\n" + json.dumps(ITEMS) + "\n```")
-    result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+    result = extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])).as_json()
     # Two asks for the items, then one comparison for the deploy item near an entry (the
     # items again are no decision: it counts as existing, a sighting).
     assert len(server.requests) == 3 and result["counts"]["created"] == 2 and result["counts"]["merged"] == 1
@@ -175,7 +175,7 @@ def test_through_bedrock_converse(team, monkeypatch, local_env):
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", server.endpoint_url)
         monkeypatch.setenv("LLM_PROVIDER", "bedrock")
         monkeypatch.setenv("LLM_MODEL", "anthropic.claude-3-haiku-20240307-v1:0")
-        result = extraction_view(extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])))
+        result = extract(team["editor"], team["agent"]["id"], _conversation(team["kb"]["id"])).as_json()
     assert result["counts"] == {"created": 2, "merged": 1, "updated": 0, "dropped": 1}
     assert result["model"] == "bedrock:anthropic.claude-3-haiku-20240307-v1:0"
     assert server.paths[0].endswith("/converse") and server.requests[0]["system"][0]["text"].startswith("You extract")
@@ -190,7 +190,7 @@ def test_a_job_runs_once_and_keeps_its_result(team, openai_llm):
     assert jobs.get(team["editor"], team["agent"]["id"], job["id"])["status"] == "PENDING"
     assert jobs.run({"jobId": job["id"], "orgId": team["editor"].org_id})["status"] == "SUCCEEDED"
     assert jobs.run({"jobId": job["id"], "orgId": team["editor"].org_id})["ran"] is False
-    done = jobs.job_view(jobs.get(team["editor"], team["agent"]["id"], job["id"]))
+    done = job_view(jobs.get(team["editor"], team["agent"]["id"], job["id"]))
     assert done["status"] == "SUCCEEDED" and done["result"]["counts"] == {"created": 2, "merged": 1, "updated": 0, "dropped": 1}
     stranger, _ = issue_key(f"org-{secrets.token_hex(4)}", "zed")
     with pytest.raises(Exception) as err:
@@ -254,7 +254,7 @@ def test_a_job_whose_function_ended_without_a_word_is_failed_by_the_sweep(team):
         conn.execute("UPDATE extraction_jobs SET updated_at = now() - interval '30 minutes' WHERE id = %s",
                      (stalled["id"],))
     assert stalled["id"] in fail_stalled_extractions()["failed"]
-    ended = jobs.job_view(jobs.get(team["editor"], team["agent"]["id"], stalled["id"]))
+    ended = job_view(jobs.get(team["editor"], team["agent"]["id"], stalled["id"]))
     assert ended["status"] == "FAILED" and ended["error"]["code"] == "JOB_ENDED"
     assert jobs.get(team["editor"], team["agent"]["id"], fresh["id"])["status"] == "PENDING"  # not yet
 
@@ -314,7 +314,7 @@ def test_the_model_decides_new_existing_or_merged_and_a_merge_is_a_new_version(t
         for name, value in (("LLM_PROVIDER", "openai"), ("LLM_MODEL", "gpt-local"), ("LLM_BASE_URL", server.base_url),
                             ("LLM_API_KEY", "sk-local")):
             monkeypatch.setenv(name, value)
-        result = extraction_view(extract(editor, team["agent"]["id"], _conversation(kb["id"])))
+        result = extract(editor, team["agent"]["id"], _conversation(kb["id"])).as_json()
     assert result["counts"] == {"created": 1, "merged": 1, "updated": 1, "dropped": 0}
     # The first two comparisons saw both near entries, whole; the third, after the merge, one fewer.
     assert [len(existing) for _, existing in seen] == [2, 2, 1]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from chalicelib.retrieval import bm25
-from chalicelib.storage.terms import Directory, Postings, TermStatistics, _apply_tail
+from chalicelib.storage.terms import BLOCK, Directory, Postings, TermStatistics, _apply_tail
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "chalicelib" / "storage" / "migrations"
 
@@ -217,7 +217,7 @@ def test_the_migrations_pack_blocks_of_the_size_bm25_assumes():
     defaults = [re.search(r"kb_bm25_rebuild\(kb text, block integer DEFAULT (\d+)\)", p.read_text())
                 for p in sorted(MIGRATIONS.glob("*.sql"))]
     defaults = [d for d in defaults if d]
-    assert defaults and int(defaults[-1].group(1)) == bm25.BLOCK  # the latest definition
+    assert defaults and int(defaults[-1].group(1)) == BLOCK  # the latest definition
     later = [p.name for p in sorted(MIGRATIONS.glob("*.sql")) if p.name > "0026" and "k1" in p.read_text().lower()]
     assert later == []  # k1 and b live in bm25.py alone; SQL gets them as parameters
 
