@@ -64,14 +64,18 @@ class Extracted:
     content_type: str
     sections: list[Section]
     page_count: Optional[int] = None
+    # Why a document with nothing to index is not a failure (a page of navigation alone):
+    # it is PROCESSED with no chunks, and its view shows this.
+    note: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"contentType": self.content_type, "pageCount": self.page_count,
-                "sections": [asdict(s) for s in self.sections]}
+                "sections": [asdict(s) for s in self.sections], "note": self.note}
 
     @staticmethod
     def from_dict(data: dict) -> "Extracted":
-        return Extracted(data["contentType"], [Section(**s) for s in data["sections"]], data.get("pageCount"))
+        return Extracted(data["contentType"], [Section(**s) for s in data["sections"]], data.get("pageCount"),
+                         data.get("note"))
 
 
 @dataclass(frozen=True)
