@@ -160,11 +160,9 @@ def chunk_step(event: dict) -> dict:
             return _failed(state, IngestionError(
                 "TOO_MANY_SECTIONS", f"the file has {len(extracted.sections):,} sections (pages, headings);"
                                      f" the limit is {limits.MAX_SECTIONS_PER_FILE:,}"))
-        note = extracted.note
-        if extracted.sections:
-            extracted = _without_common_lines(state, extracted)
-            if not extracted.sections:
-                note = COMMON_LINES_ONLY
+        had_text = bool(extracted.sections)
+        extracted = _without_common_lines(state, extracted)  # a page of navigation alone counts too
+        note = extracted.note or (COMMON_LINES_ONLY if had_text and not extracted.sections else None)
         chunks = _chunked(kb, extracted, doc["metadata"])
         if not chunks and not note:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))

@@ -86,6 +86,11 @@ def test_a_footer_on_every_page_leaves_the_chunks_once_enough_pages_hold_it(api,
         time.sleep(0.5)
     assert _footer_count(db, kb["id"]) == 4
 
+    # A page holding nothing but the site's common lines has nothing to index, and says so.
+    bare = f"<html><body><div id='content'><p>{STRIP}</p><p>{FOOTER}</p></div></body></html>".encode()
+    doc = _put_and_wait(api, s3, kb, "frob-bare.html", bare)
+    assert doc["status"] == "PROCESSED" and doc["chunks"] == 0 and "repeated across" in doc["note"], doc
+
 
 def test_the_counts_are_per_knowledge_base(api, s3, kb, db):
     other = api.call("POST", "/knowledge-bases", {"name": "Another manual", "description": ""}).json()["data"]
