@@ -250,7 +250,8 @@ function documentsSection(ctx, kb, showStats) {
           return [
             pathCell(doc),
             h('span', { class: 'doc-status' }, statusBadge(doc.status),
-              doc.error ? h('span', { class: 'error-text', text: ` ${doc.error.code}: ${doc.error.message}` }) : null),
+              doc.error ? h('span', { class: 'error-text', text: ` ${doc.error.code}: ${doc.error.message}` }) : null,
+              doc.note ? h('span', { class: 'note-text', text: ` ${doc.note}` }) : null),
             fmtNumber(doc.chunks), fmtNumber(doc.tokens), fmtBytes(doc.size), fmtDate(doc.updatedAt),
             h('span', { class: 'row-actions' },
               h('button', { type: 'button', class: 'small', text: 'Reindex', 'aria-label': `Reindex ${name}`,
@@ -340,7 +341,8 @@ function documentsSection(ctx, kb, showStats) {
       done: false,
       setStatus(doc) {
         put(state, statusBadge(doc.status),
-          ...(doc.error ? [h('span', { class: 'error-text', text: ` ${doc.error.code}: ${doc.error.message}` })] : []));
+          ...(doc.error ? [h('span', { class: 'error-text', text: ` ${doc.error.code}: ${doc.error.message}` })] : []),
+          ...(doc.note ? [h('span', { class: 'note-text', text: ` ${doc.note}` })] : []));
         if (!IN_FLIGHT.has(doc.status)) { row.done = true; announce(`${path}: ${doc.status}`); }
       },
       gone() { row.done = true; state.textContent = 'deleted'; },

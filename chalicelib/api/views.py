@@ -58,6 +58,7 @@ def document_view(row: dict) -> dict:
         "contentHash": row["content_hash"], "status": row["status"],
         "error": ({"code": row["error_code"], "message": row["error_message"]}
                   if row["error_code"] else None),
+        "note": row["note"],  # why a PROCESSED document has no chunks (a page of navigation alone)
         "pages": row["page_count"], "chunks": row["chunk_count"], "tokens": row["token_count"],
         "metadata": row["metadata"], "stepDurationsMs": row["step_durations"],
         "createdAt": _iso(row["created_at"]), "updatedAt": _iso(row["updated_at"]),

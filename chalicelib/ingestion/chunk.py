@@ -185,14 +185,31 @@ def pack_units(units: list[Unit], chunk_tokens: int, overlap: int, floor: int) -
     return groups
 
 
-def _merged(sections: list[Section], tokens: list[int], floor: int) -> list[list[int]]:
-    """Runs of section indexes: a section below the floor joins the ones after it until
-    the run reaches the floor; a last run below it joins the run before."""
+# A section whose text (its heading aside) holds no sentence is a synopsis, a signature or a
+# term ("frob [-k] [-w width] [--catalogue=<path>] <gadget>…", "int frob_open(const char
+# *zPath, frob **ppOut);"): whatever its size up to this, it opens the section after it (the
+# description) instead of ending a run, so that no chunk is a synopsis alone.
+LEAD_MAX_TOKENS = 200
+_SENTENCE_END = re.compile(r"(?<=[A-Za-z0-9)])[.!?][\"')\]]*(?:\s|$)")  # not "[<path>...]"
+
+
+def _is_lead(section: Section, tokens: int) -> bool:
+    lines = section.text.strip().split("\n")
+    if section.headers and lines[0].strip() == section.headers[-1]:
+        lines = lines[1:]
+    body = "\n".join(lines).strip()
+    return bool(body) and tokens <= LEAD_MAX_TOKENS and not _SENTENCE_END.search(body)
+
+
+def _merged(sections: list[Section], tokens: list[int], floor: int, leads: Optional[list[bool]] = None
+            ) -> list[list[int]]:
+    """Runs of section indexes: a section below the floor (or a lead: a synopsis) joins the
+    ones after it until the run reaches the floor; a last run below it joins the run before."""
     runs, current, size = [], [], 0
     for i, n in enumerate(tokens):
         current.append(i)
         size += n
-        if size >= floor:
+        if size >= floor and not (leads and leads[i] and i + 1 < len(tokens)):
             runs.append(current)
             current, size = [], 0
     if current:
@@ -227,7 +244,8 @@ def chunk_document(extracted: Extracted, chunk_tokens: int, overlap: int, metada
     is_table = extracted.content_type in TABLES
     line_structured = is_table or extracted.content_type in LINE_STRUCTURED
     prepared = []  # per run: its sections, the table header its chunks repeat, its units
-    for run in _merged(sections, tokens, floor):
+    leads = None if line_structured else [_is_lead(s, n) for s, n in zip(sections, tokens)]
+    for run in _merged(sections, tokens, floor, leads):
         first, last = run[0], run[-1]
         start, end = starts[first], starts[last] + len(sections[last].text)
         text = document_text[start:end]

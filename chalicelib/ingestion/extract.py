@@ -40,6 +40,6 @@ def extract(data: bytes, filename: str, limits: Limits = Limits()) -> Extracted:
     for section in extracted.sections:  # PostgreSQL text cannot hold NUL
         section.text = section.text.replace("\x00", "")
     extracted.sections = [s for s in extracted.sections if s.text.strip()]
-    if not extracted.sections:
+    if not extracted.sections and not extracted.note:
         raise IngestionError("NO_TEXT", f"{filename}: no text could be extracted")
     return extracted

@@ -20,7 +20,7 @@ from chalicelib import freshness, indexing, limits, metrics
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
-from chalicelib.ingestion import objects
+from chalicelib.ingestion import common_lines, objects
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context
 from chalicelib.ingestion.errors import IngestionError
@@ -30,7 +30,7 @@ from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPE
                                         Chunk, Failure, RunState)
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import connection, document_status, documents, knowledge_bases
+from chalicelib.storage import connection, document_status, documents, kb_lines, knowledge_bases
 
 # One JSON line per message, each with the document and run it is about.
 logger = Logger(service="kb-service")
@@ -160,8 +160,11 @@ def chunk_step(event: dict) -> dict:
             return _failed(state, IngestionError(
                 "TOO_MANY_SECTIONS", f"the file has {len(extracted.sections):,} sections (pages, headings);"
                                      f" the limit is {limits.MAX_SECTIONS_PER_FILE:,}"))
+        had_text = bool(extracted.sections)
+        extracted = _without_common_lines(state, extracted)  # a page of navigation alone counts too
+        note = extracted.note or (COMMON_LINES_ONLY if had_text and not extracted.sections else None)
         chunks = with_context(_chunked(kb, extracted, doc["metadata"]), extracted.title, doc["path"])
-        if not chunks:
+        if not chunks and not note:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
         if len(chunks) > limits.MAX_CHUNKS_PER_DOCUMENT:  # before any embedding work
             return _failed(state, IngestionError(
@@ -176,7 +179,22 @@ def chunk_step(event: dict) -> dict:
             ]
             logger.info("cut %d chunks into %d batches", len(chunks), len(batches))
             return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
-    return _embed_and_store_here(state, kb, chunks)
+    return _embed_and_store_here(state, kb, chunks, note if not chunks else None)
+
+
+COMMON_LINES_ONLY = ("every line of it is repeated across many documents of the knowledge base"
+                     " (navigation, footers): nothing to index")
+
+
+def _without_common_lines(state: RunState, extracted: Extracted) -> Extracted:
+    """The document's lines counted for its knowledge base, and those common to many of
+    its documents dropped (chalicelib/ingestion/common_lines.py)."""
+    hashes = common_lines.line_hashes(extracted)
+    with connection() as conn:
+        if not kb_lines.record(conn, state.document_id, state.run_id, hashes):
+            return extracted  # a newer run owns the document: its Store step stops this one
+        counts = kb_lines.counts(conn, state.kb_id, hashes, common_lines.MIN_DOCUMENTS)
+    return common_lines.without(extracted, common_lines.common(counts))
 
 
 def _chunked(kb: dict, extracted: Extracted, metadata: dict) -> list[Chunk]:
@@ -197,14 +215,17 @@ def _embedded(kb: dict, texts: list[str]) -> list[list[float]]:
     return vectors
 
 
-def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk]) -> dict:
+def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk], note: str | None = None) -> dict:
     """A document of one embedding batch (a one-page file has one to three chunks) is
     embedded and stored by the Chunk task itself, and its run ends there: three task
-    invocations (Embed, Store, Finalize) and the batch files' S3 round trips fewer."""
-    with _step(state, "embed"):
-        vectors = _embedded(kb, [embedded_text(c) for c in chunks])
+    invocations (Embed, Store, Finalize) and the batch files' S3 round trips fewer. A
+    document with nothing to index (note says why) is stored with no chunks."""
+    vectors = []
+    if chunks:
+        with _step(state, "embed"):
+            vectors = _embedded(kb, [embedded_text(c) for c in chunks])
     with _step(state, "store"):
-        stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
+        stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)], note)
     if state.extracted_key:  # otherwise the run wrote no work file
         _clean_work(state)
     return replace(state, outcome=STORED if stored else SUPERSEDED, chunk_count=len(chunks)).to_json()
@@ -264,12 +285,12 @@ def _store_in_batches(conn, state: RunState, kb: dict) -> bool:
     return True
 
 
-def _store(state: RunState, kb: dict, chunks: list[Chunk]) -> bool:
+def _store(state: RunState, kb: dict, chunks: list[Chunk], note: str | None = None) -> bool:
     with connection() as conn:
         stored = chunk_rows.replace_document_chunks(
             conn, doc_id=state.document_id, kb_id=state.kb_id, dim=kb["embedding_dim"],
             chunks=chunks, page_count=state.page_count, run_id=state.run_id,
-            content_hash=state.content_hash)
+            content_hash=state.content_hash, note=note)
     if stored:
         indexing.after_store(state.kb_id)
     else:

@@ -47,10 +47,12 @@ def new_version() -> str:
 
 
 def replace(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int, chunks: list[Chunk],
-            page_count: Optional[int], run_id: Optional[str] = None, content_hash: Optional[str] = None) -> bool:
-    """The document's chunks become these, and it PROCESSED; a search sees the old version
-    or the new one, never a mix or a gap. False (nothing changed) when a newer run owns
-    the document. Idempotent for a run: a retry after the switch changes nothing."""
+            page_count: Optional[int], run_id: Optional[str] = None, content_hash: Optional[str] = None,
+            note: Optional[str] = None) -> bool:
+    """The document's chunks become these, and it PROCESSED (note: why it has none); a
+    search sees the old version or the new one, never a mix or a gap. False (nothing
+    changed) when a newer run owns the document. Idempotent for a run: a retry after the
+    switch changes nothing."""
     version = run_id or new_version()
     in_callers_transaction = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
     if in_callers_transaction or len(chunks) <= limits.STORE_BATCH_CHUNKS:
@@ -60,7 +62,7 @@ def replace(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int, chun
                 return False
             if owner["chunks_version"] != version:
                 _write(conn, doc_id, kb_id, dim, version, owner["audience"], chunks)
-                _switch(conn, owner, doc_id, kb_id, version, len(chunks), page_count, content_hash)
+                _switch(conn, owner, doc_id, kb_id, version, len(chunks), page_count, content_hash, note)
         delete_hidden(conn, doc_id)
         return True
     start = begin(conn, doc_id=doc_id, kb_id=kb_id, run_id=run_id, version=version)
@@ -187,7 +189,7 @@ def _write(conn: psycopg.Connection, doc_id: str, kb_id: str, dim: int, version:
 
 
 def _switch(conn: psycopg.Connection, owner: dict, doc_id: str, kb_id: str, version: str, count: int,
-            page_count: Optional[int], content_hash: Optional[str]) -> None:
+            page_count: Optional[int], content_hash: Optional[str], note: Optional[str] = None) -> None:
     """Inside the caller's transaction, the document's row locked: the old version retired
     (when it has rows), the new one current, the document PROCESSED."""
     old = owner["chunks_version"]
@@ -197,4 +199,4 @@ def _switch(conn: psycopg.Connection, owner: dict, doc_id: str, kb_id: str, vers
                      " ON CONFLICT (document_id, version) DO UPDATE SET state = excluded.state",
                      (doc_id, old, kb_id, RETIRED))
     document_status.mark_processed(conn, doc_id, version=version, chunk_count=count, page_count=page_count,
-                                   content_hash=content_hash)
+                                   content_hash=content_hash, note=note)

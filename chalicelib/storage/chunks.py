@@ -36,13 +36,14 @@ def as_vector(values: Sequence[float]) -> np.ndarray:
 
 def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int,
                             chunks: list[Chunk], page_count: Optional[int],
-                            run_id: Optional[str] = None, content_hash: Optional[str] = None) -> bool:
+                            run_id: Optional[str] = None, content_hash: Optional[str] = None,
+                            note: Optional[str] = None) -> bool:
     """Swap a document's chunks and mark it PROCESSED, so a search sees the old version
     or the new one, never a mix or a gap (in committed batches and one short switch:
     chunk_versions.py). Returns False (and changes nothing) when a newer run owns the
-    document."""
+    document. note: why it has no chunks."""
     return chunk_versions.replace(conn, doc_id=doc_id, kb_id=kb_id, dim=dim, chunks=chunks,
-                                  page_count=page_count, run_id=run_id, content_hash=content_hash)
+                                  page_count=page_count, run_id=run_id, content_hash=content_hash, note=note)
 
 
 _INDEX_ROWS: dict[int, tuple[float, float]] = {}  # dim -> (rows, when read)

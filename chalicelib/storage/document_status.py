@@ -88,7 +88,7 @@ def mark_processing(conn: psycopg.Connection, doc_id: str, run_id: str, *,
     """False when a newer run owns the document."""
     return conn.execute(
         "UPDATE documents SET status = 'PROCESSING', content_hash = %s, size_bytes = %s,"
-        " metadata = %s, error_code = NULL, error_message = NULL, updated_at = now()"
+        " metadata = %s, error_code = NULL, error_message = NULL, note = NULL, updated_at = now()"
         " WHERE id = %s AND current_run_id = %s",
         (content_hash, size_bytes, json.dumps(metadata), doc_id, run_id),
     ).rowcount == 1
@@ -115,16 +115,16 @@ def set_chunk_metadata(conn: psycopg.Connection, doc_id: str, metadata: dict) ->
 
 
 def mark_processed(conn: psycopg.Connection, doc_id: str, *, version: str, chunk_count: int,
-                   page_count: Optional[int], content_hash: Optional[str]) -> None:
+                   page_count: Optional[int], content_hash: Optional[str], note: Optional[str] = None) -> None:
     """The switch to a new chunk version (chunk_versions.py), inside its transaction with
     the document's row locked and its run checked there: the version current, its counts
-    and the indexed hash recorded."""
+    and the indexed hash recorded; note says why a document has no chunks."""
     conn.execute(
         "UPDATE documents SET status = 'PROCESSED', chunks_version = %s, chunk_count = %s,"
         " token_count = (SELECT coalesce(sum(token_count), 0) FROM chunks WHERE document_id = %s AND version = %s),"
         " page_count = %s, indexed_hash = coalesce(%s, content_hash), error_code = NULL, error_message = NULL,"
-        " processed_at = now(), updated_at = now() WHERE id = %s",
-        (version, chunk_count, doc_id, version, page_count, content_hash, doc_id))
+        " note = %s, processed_at = now(), updated_at = now() WHERE id = %s",
+        (version, chunk_count, doc_id, version, page_count, content_hash, note, doc_id))
 
 
 def mark_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str, message: str) -> bool:

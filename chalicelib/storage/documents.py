@@ -12,7 +12,7 @@ from chalicelib.storage.scope import READABLE_DOCUMENT, scope
 DOC_COLUMNS = """id, kb_id, s3_key, path, filename, content_type, size_bytes, content_hash, status,
     error_code, error_message, page_count, chunk_count, token_count, metadata,
     step_durations, created_at, updated_at, processed_at, indexed_hash, current_run_id, kind, title,
-    run_attempts, execution_arn, created_by, original_url, superseded_by, history"""
+    run_attempts, execution_arn, created_by, original_url, superseded_by, history, note"""
 # What a reader is shown: who added the document only to readers of the knowledge base's own
 # organisation (a public knowledge base's readers elsewhere see none), as passages' uploadedBy.
 READER_DOC_COLUMNS = DOC_COLUMNS.replace(

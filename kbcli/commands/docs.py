@@ -62,6 +62,7 @@ def render_doc(doc: dict) -> None:
         ("knowledge base", doc.get("knowledgeBaseId")),
         ("status", styled_status(doc.get("status"))),
         ("error", f"{error.get('code')}: {error.get('message')}" if error else None),
+        ("note", doc.get("note")),
         ("type", doc.get("contentType")), ("size", filesize.decimal(doc["size"]) if doc.get("size") else None),
         ("pages", doc.get("pages")), ("chunks", doc.get("chunks")), ("tokens", doc.get("tokens")),
         ("metadata", doc.get("metadata") or None), ("step durations (ms)", doc.get("stepDurationsMs") or None),

@@ -241,3 +241,25 @@ def test_entry_levels_hold_in_sql_alone(service_env):
     again = create_entry(colleague, kb["id"], title="Mine", metadata={},
                          content="The individual reset code of the cooling pump is 4417.")
     assert again.created and again.id != made["individual"].id
+
+
+def test_line_counts_are_read_and_written_as_their_knowledge_base(two_orgs, database_url):
+    """kb_lines (repeated lines, migration 0037): each row is its knowledge base's, and the
+    trigger that keeps the counts acts with the session's rights."""
+    (a, a_kbs), (_, b_kbs) = two_orgs["a"], two_orgs["b"]
+    public, private = b_kbs["public"]["id"], a_kbs["private"]["id"]
+    with psycopg.connect(database_url, autocommit=True) as owner:
+        owner.execute("UPDATE documents SET line_hashes = '{0,42}'")  # every document holds line 42
+    with _as_app(database_url, a.org_id, a.user_id) as conn:
+        seen = {r["kb_id"]: r["documents"] for r in conn.execute("SELECT kb_id, documents FROM kb_lines"
+                                                                 " WHERE line_hash = 42")}
+        visible = {r["id"] for r in conn.execute("SELECT id FROM knowledge_bases")}
+        assert {kb["id"] for kb in a_kbs.values()} | {public} <= set(seen) <= visible
+        assert not set(seen) & {b_kbs["private"]["id"], b_kbs["org"]["id"]}
+        assert seen[private] == 3  # its three entries
+        assert conn.execute("UPDATE kb_lines SET documents = 0 WHERE kb_id = %s", (public,)).rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO kb_lines (kb_id, line_hash, documents) VALUES (%s, 7, 100)", (public,))
+        conn.execute("DELETE FROM documents WHERE kb_id = %s AND title = 'a note'", (private,))
+        assert conn.execute("SELECT documents FROM kb_lines WHERE kb_id = %s AND line_hash = 42",
+                            (private,)).fetchone()["documents"] == 2

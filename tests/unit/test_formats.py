@@ -7,8 +7,8 @@ import pytest
 
 from chalicelib.ingestion.chunk import SECTION_SEPARATOR, chunk_document
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.extract import (CSV, JSON, RST, TEXT, XLSX, Limits, extract, refused_by_content,
-                                          refused_by_name, sniff_type)
+from chalicelib.ingestion.extract import (CSV, JSON, RST, TEXT, XLSX, Extracted, Limits, extract,
+                                          refused_by_content, refused_by_name, sniff_type)
 from tests.conftest import ROOT
 
 
@@ -292,13 +292,14 @@ def test_a_texinfo_page_loses_its_navigation_bars_and_keeps_its_heading_and_code
     assert "/* Acts like puts" in text and "\n\n/* Acts like puts" in text  # the code's blank line kept
 
 
-def test_a_page_of_navigation_only_has_no_text():
+def test_a_page_of_navigation_only_has_no_text_and_says_so():
+    """Not an error: the document is PROCESSED with no chunks and this note."""
     menu = TEXINFO.split(b"<hr><h3")[0] + b"""<h3 class="section">2.3 Types</h3><ul class="section-toc">
 <li><a href="Primitive-Types.html">Primitive Types</a></li><li><a href="Structures.html">Structures</a></li>
 </ul></div></body></html>"""
-    with pytest.raises(IngestionError) as err:
-        extract(menu, "Types.html")
-    assert err.value.code == "NO_TEXT"
+    extracted = extract(menu, "Types.html")
+    assert extracted.sections == [] and "navigation" in extracted.note
+    assert Extracted.from_dict(extracted.to_dict()) == extracted  # it travels between the steps
 
 
 def test_a_tiny_page_falls_back_to_the_plain_parser():

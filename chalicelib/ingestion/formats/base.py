@@ -65,15 +65,18 @@ class Extracted:
     sections: list[Section]
     page_count: Optional[int] = None
     title: Optional[str] = None  # the document's own, where its format has one (HTML's <title>)
+    # Why a document with nothing to index is not a failure (a page of navigation alone):
+    # it is PROCESSED with no chunks, and its view shows this.
+    note: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"contentType": self.content_type, "pageCount": self.page_count, "title": self.title,
-                "sections": [asdict(s) for s in self.sections]}
+                "sections": [asdict(s) for s in self.sections], "note": self.note}
 
     @staticmethod
     def from_dict(data: dict) -> "Extracted":
         return Extracted(data["contentType"], [Section(**s) for s in data["sections"]], data.get("pageCount"),
-                         data.get("title"))
+                         title=data.get("title"), note=data.get("note"))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ import re
 from html.parser import HTMLParser
 from typing import Optional
 
-from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.formats.base import HTML, Extracted, Section, SectionBuilder, decode_text
 
 # Heading permalinks: Node.js's "#", Sphinx's "¶", others' "§" and link symbols.
@@ -40,7 +39,8 @@ NAVIGATION_XPATH = [
     "//nav", "//*[@role='navigation']",
     "//div[contains(concat(' ', normalize-space(@class), ' '), ' nav-panel ')]",  # Texinfo 7
     "//div[@class='header' and (contains(., 'Next:') or contains(., 'Previous:') or contains(., 'Up:'))]",
-    "//table[@class='menu']", "//ul[@class='mini-toc' or @class='section-toc' or @class='toc-numbered-mark']",
+    "//table[@class='menu']", "//div[contains(concat(' ', normalize-space(@class), ' '), ' menu ')]",  # SQLite
+    "//ul[@class='mini-toc' or @class='section-toc' or @class='toc-numbered-mark']",
     "//div[@class='navheader' or @class='navfooter']",  # DocBook
     "//div[@class='related' or @class='sphinxsidebar']",  # Sphinx
     "//*[@id='toc' or @class='toc' or @class='contents' or @class='shortcontents' or @id='TOC']",
@@ -58,9 +58,9 @@ def _data_block(element) -> str:
         return "".join(element.itertext()).strip("\n")
     if element.tag == "list":
         return "\n".join("- " + _inline(item) for item in element if item.tag == "item" and _inline(item))
-    if element.tag == "table":
+    if element.tag in ("table", "row"):
         rows = []
-        for row in element.iter("row"):
+        for row in ([element] if element.tag == "row" else element.iter("row")):
             cells = [_inline(cell).replace("\n", " ") for cell in row if cell.tag == "cell"]
             if any(cells):
                 rows.append(" | ".join(cells))
@@ -85,10 +85,18 @@ def _holds_blocks(element) -> bool:
     return any(d.tag in _BLOCKS and not _is_inline(d) for d in element.iterdescendants())
 
 
-def _walk(element, out: SectionBuilder) -> None:
+# A list or table is judged navigation or not as a whole; then its items, rows and cells
+# (and the blocks directly in them) are content, whatever their share of link text: a
+# term that is only a link (a command index's "<dt><a>frob-sort(1)</a></dt>") stays beside
+# its description. Deeper blocks (a div in a layout table's cell) are judged on their own.
+_STRUCTURES = ("table", "list")
+_PARTS = ("row", "cell", "item")
+
+
+def _walk(element, out: SectionBuilder, in_content: bool = False) -> None:
     """Blocks in reading order; the text between them (an element's text, inline children,
-    tails) joins into lines. Tables and lists that hold blocks are layout: their blocks
-    are read one by one."""
+    tails) joins into lines. Tables and lists that hold blocks are read block by block;
+    in_content: the element is (in) a list or table found to be content."""
     run: list[str] = [element.text or ""]
 
     def flush() -> None:
@@ -107,9 +115,11 @@ def _walk(element, out: SectionBuilder) -> None:
                 rend = child.get("rend", "")
                 if title:
                     out.heading(int(rend[1]) if re.fullmatch(r"h[1-6]", rend) else 2, title)
+            elif child.tag in _STRUCTURES and _is_navigation(child):
+                out.retract_heading()
             elif child.tag in ("table", "list", "div", "row", "cell", "item") and _holds_blocks(child):
-                _walk(child, out)
-            elif _is_navigation(child):
+                _walk(child, out, child.tag in _STRUCTURES or (in_content and child.tag in _PARTS))
+            elif not in_content and _is_navigation(child):
                 out.retract_heading()
             else:
                 text = _data_block(child)
@@ -123,6 +133,45 @@ def _prune_navigation(tree) -> None:
     for element in tree.xpath(" | ".join(NAVIGATION_XPATH)):
         if element.getparent() is not None:
             element.drop_tree()
+
+
+# Elements that start a block of their own; the rest sit inside a line.
+_BLOCK_TAGS = frozenset({
+    "address", "article", "aside", "blockquote", "center", "details", "dialog", "dd", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr",
+    "li", "main", "menu", "nav", "ol", "p", "pre", "section", "table", "tbody", "td", "tfoot", "th", "thead",
+    "tr", "ul", "caption", "summary", "noscript", "script", "style", "template"})
+
+
+def _wrap_loose_text(tree) -> None:
+    """Text standing between blocks with no paragraph of its own (man2html writes whole
+    manuals so: "<B>frob</B>\nreads the options") goes into a <p>. trafilatura makes such
+    text a paragraph itself and trims each piece's whitespace, gluing "frobreads"."""
+    from lxml import etree
+
+    for parent in [e for e in tree.iter("body", "main", "article", "section", "div", "blockquote", "center", "dd",
+                                        "li", "td")]:
+        if not any(isinstance(c.tag, str) and c.tag in _BLOCK_TAGS for c in parent):
+            continue
+        current = None
+        if parent.text and parent.text.strip():
+            current = etree.Element("p")
+            current.text, parent.text = parent.text, None
+            parent.insert(0, current)
+        for child in list(parent):
+            if child is current:
+                continue
+            if isinstance(child.tag, str) and child.tag in _BLOCK_TAGS:
+                current = None
+                if child.tail and child.tail.strip():
+                    current = etree.Element("p")
+                    current.text, child.tail = child.tail, None
+                    child.addnext(current)
+            elif current is not None or (child.tail and child.tail.strip()) or "".join(child.itertext()).strip():
+                if current is None:
+                    current = etree.Element("p")
+                    child.addprevious(current)
+                current.append(child)  # its tail comes with it
 
 
 _CONTENT_TEXT = ("//body//text()[not(ancestor::h1 or ancestor::h2 or ancestor::h3 or ancestor::h4 or ancestor::h5"
@@ -145,6 +194,7 @@ def _main_content(tree) -> Optional[list[Section]]:
         for child in list(body)[:-1]:
             main.append(child)
         main.text, body.text = body.text, None
+    _wrap_loose_text(tree)
     # Only what the product needs: no metadata (its date search costs seconds on large
     # pages), no comments or images (links only to measure link density); fast skips the
     # comparison with the two fallback extractors, which drop headings. The tree is given,
@@ -217,11 +267,20 @@ class _HtmlText(HTMLParser):
         return sections
 
 
+# A CGI response's header kept before the page (Debian's man2html pages start with
+# "Content-type: text/html"): lxml then reads the page as a fragment, without its <body>,
+# and trafilatura found a third of bash's manual in it.
+_CGI_HEADER = re.compile(rb"\A\s*(?:[A-Za-z][A-Za-z0-9-]*:[^\n]*\r?\n)+\r?\n(?=\s*<)")
+
+
+NAVIGATION_ONLY = "the page holds only navigation and headings: nothing to index"
+
+
 def read_html(data: bytes) -> Extracted:
     import lxml.html
     from trafilatura.utils import load_html
 
-    tree = load_html(data)
+    tree = load_html(_CGI_HEADER.sub(b"", data, count=1))
     title = None
     if tree is None:  # not parseable as HTML at all
         sections = None
@@ -230,8 +289,9 @@ def read_html(data: bytes) -> Extracted:
         title = " ".join("".join(tree.xpath("//head/title//text()")).split())[:200] or None
         _prune_navigation(tree)
         if tree.find("body") is not None and not "".join(tree.xpath(_CONTENT_TEXT)).strip():
-            # A chapter page of Texinfo output is its title and a menu: nothing to search.
-            raise IngestionError("NO_TEXT", "the page holds only navigation and headings")
+            # A chapter page of Texinfo output is its title and a menu: nothing to search,
+            # and nothing wrong with it either.
+            return Extracted(HTML, [], note=NAVIGATION_ONLY)
         markup = lxml.html.tostring(tree, encoding="unicode")
         sections = _main_content(tree)
     if sections is None:
