@@ -149,8 +149,9 @@ def _wrap_loose_text(tree) -> None:
     text a paragraph itself and trims each piece's whitespace, gluing "frobreads"."""
     from lxml import etree
 
-    for parent in [e for e in tree.iter("body", "main", "article", "section", "div", "blockquote", "center", "dd",
-                                        "li", "td")]:
+    # Not in list items, terms or cells: trafilatura reads a list item made of a paragraph and
+    # a nested list as the paragraph alone (SQLite's index of documents lost its descriptions).
+    for parent in [e for e in tree.iter("body", "main", "article", "section", "div", "blockquote", "center")]:
         if not any(isinstance(c.tag, str) and c.tag in _BLOCK_TAGS for c in parent):
             continue
         current = None
