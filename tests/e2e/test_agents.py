@@ -70,7 +70,7 @@ def test_quick_add_duplicate_link_edit_and_remove(api, agent, product_docs):
                                    " match the query, each with its document's path and its page or section.")
     assert tool["config"] == {"knowledgeBaseId": product_docs["id"], "knowledgeBaseName": "Product Documentation",
                               "defaultTopK": 5, "defaultMinScore": 0.3,
-                              "strategy": "hybrid", "maxTokens": 4000, "rerank": False, "mode": "read-only"}
+                              "strategy": "hybrid", "maxTokens": 4000, "rerank": None, "mode": "read-only"}
     available = api.call("GET", f"/agents/{agent['id']}/available-knowledge-bases").json()["data"]
     assert next(k for k in available if k["id"] == product_docs["id"])["linked"] is True
 
