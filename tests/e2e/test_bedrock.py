@@ -67,7 +67,8 @@ def test_a_bedrock_knowledge_base_ingests_from_the_bucket_and_answers_searches(a
         for name in passages:
             doc, _ = wait_for_status(api, kb["id"], name, timeout=180)
             assert doc["status"] == "PROCESSED", doc["error"]
-        assert sorted(r["inputText"] for r in titan.requests) == sorted(passages.values())
+        # each chunk is embedded after its context line, here the document's path
+        assert sorted(r["inputText"] for r in titan.requests) == sorted(f"{n}\n{t}" for n, t in passages.items())
 
         query = f"how do glaciers carve valleys {secrets.token_hex(4)}"  # not in the query cache yet
         answer = api.call("POST", f"/knowledge-bases/{kb['id']}/search",
