@@ -26,7 +26,10 @@ import string
 from typing import Callable, Generic, Optional, Sequence, TypeVar
 
 NEAR_JACCARD = 0.4
-NEAR_MIN_WORDS = 12  # shorter texts (a rule line, a signature) repeat only exactly
+# Shorter texts repeat only exactly: in a sentence or two, one word changed is another statement
+# ("the reset code at site A is 4417" and "... at site B ..."); the one-line changes measured
+# above were in chunks of 40 words or more.
+NEAR_MIN_WORDS = 40
 SHINGLE = 3
 _PUNCTUATION = str.maketrans({c: " " for c in string.punctuation})
 

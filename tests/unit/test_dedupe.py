@@ -74,3 +74,11 @@ def test_empty_and_tiny_texts():
     assert dedupe.jaccard("a b", "c d") == 0.0
     groups = dedupe.distinct(["", "", "ok"], str)
     assert [g.kept for g in groups] == ["", "ok"] and groups[0].repeats == [""]
+
+
+def test_short_statements_that_differ_by_a_word_are_different_answers():
+    site_a = "The reset code of the cooling pump at site zq41ab is 4417."
+    site_b = "The reset code of the cooling pump at site zq99cd is 4417."
+    assert dedupe.jaccard(site_a, site_b) >= dedupe.NEAR_JACCARD  # by shingles alone they would repeat
+    assert len(dedupe.distinct([site_a, site_b], str)) == 2
+    assert len(dedupe.distinct([site_a, site_a.upper()], str)) == 1  # the same words still answer once
