@@ -68,13 +68,14 @@ def normalised(text: str) -> str:
 
 
 def _call(method: str, url: str, **options) -> dict:
-    """The API's JSON answer, asked again (up to 5 times) when a loaded machine makes it time out or 5xx."""
+    """The API's JSON answer, asked again (up to 5 times) when a loaded machine makes it time out, 5xx
+    or throttle."""
     import requests
 
     for attempt in range(5):
         try:
             answer = requests.request(method, url, timeout=120, **options)
-            if answer.status_code < 500:
+            if answer.status_code < 500 and answer.status_code != 429:  # throttled: asked again
                 return answer.json()
         except (requests.Timeout, requests.ConnectionError):
             pass
