@@ -10,7 +10,7 @@ import pytest
 
 from chalicelib import indexing
 from chalicelib.knowledge_bases import create_knowledge_base
-from chalicelib.retrieval import SearchRequest, bm25
+from chalicelib.retrieval import SearchRequest, bm25, policy
 from chalicelib.retrieval import search as run_search
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, terms
@@ -216,6 +216,7 @@ def test_the_top_is_exact_from_blocks_and_tail_when_common_terms_are_read_only_w
     with connection() as conn:
         conn.execute("DELETE FROM documents WHERE id = %s", (ids["garden.txt"],))  # voided in the blocks
     monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term first, the rest as they can matter
+    monkeypatch.setattr(policy, "DEDUPE_SPARE", 0)  # BM25 asked for top_k itself, not the spare repeats take
     holding, whole = [], []
     real, real_read = terms.BlockPostings.read_blocks, terms.BlockPostings.read
     monkeypatch.setattr(terms.BlockPostings, "read_blocks",
@@ -243,6 +244,7 @@ def test_a_worker_keeps_blocks_under_their_version_and_a_compaction_retires_them
         _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas of water.")
     _compact(kb["id"])
     monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term whole, the rest through the directory
+    monkeypatch.setattr(policy, "DEDUPE_SPARE", 0)  # BM25 asked for top_k itself, not the spare repeats take
     decoded, real = [], terms._decoded  # the terms whose blocks a search read from SQL
     monkeypatch.setattr(terms, "_decoded", lambda rows: decoded.extend(r["term"] for r in rows) or real(rows))
     query = "warm water pump impeller"
@@ -332,6 +334,7 @@ def test_a_new_worker_reads_the_blocks_another_shared_until_a_compaction_moves_t
         _ingest(kb["id"], f"reef{i}.txt", f"Coral reef {i} grows slowly in warm shallow seas of water.")
     _compact(kb["id"])
     monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term whole, the rest through the directory
+    monkeypatch.setattr(policy, "DEDUPE_SPARE", 0)  # BM25 asked for top_k itself, not the spare repeats take
     read = _sql_reads(monkeypatch)
     query = "warm water pump impeller"
 

@@ -107,7 +107,7 @@ def test_a_small_knowledge_base_is_sorted_exactly_and_a_larger_one_searched_thro
 
     principal, _ = tenant
     kb = create_knowledge_base(principal, name="Small", description="")
-    for name in ("a", "b", "c"):
+    for name in "abcdefghij":  # more chunks than the candidates a top 3 reads (policy.candidate_pool)
         _ingest(kb["id"], f"{name}.txt", f"Passage {name} about llamas and their farms.")
     request = SearchRequest((kb["id"],), "llama farm", 3, strategy="semantic")
     seen = _statements(monkeypatch)
