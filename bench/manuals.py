@@ -183,7 +183,7 @@ def main() -> dict:
             for question in (q for q in questions if q["package"] == package):
                 for strategy in STRATEGIES:
                     rows.append(ask(api, headers, kb, question, strategy, args.top_k))
-    results = {"files": files_count, "statuses": statuses, "questions": len(questions), "rows": rows,
+    results = {"files": files_count, "statuses": statuses, "questions": len({r["id"] for r in rows}), "rows": rows,
                "summary": summary(rows)}
     print(report(results))
     save_results("manuals", args.slice, results)

@@ -26,7 +26,8 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     assert (RESULTS / "benchmarks.md").stat().st_mtime >= started
     for method in ("ours: semantic", "ours: keyword", "ours: hybrid", "BM25 (rank_bm25)", "Chroma (HNSW, same model)"):
         assert re.search(rf"\| {re.escape(method)} \| 0\.\d{{4}} \|", report), method
-    for size in ("218", "1,000"):  # the real quick corpus, then a synthetic size
+    corpus_chunks = json.loads((RESULTS / "retrieval-quick.json").read_text())["chunks"]
+    for size in (f"{corpus_chunks:,}", "1,000"):  # the real quick corpus, then a synthetic size
         for strategy in ("semantic | miss", "semantic | hit", "keyword | miss", "hybrid | miss", "hybrid | hit"):
             assert re.search(rf"\| {size} \| {re.escape(strategy)} \|( \d+\.\d \|){{3}} [\d.]+-[\d.]+ \|( \d+\.\d \|){{3}}",
                              report), (size, strategy)
