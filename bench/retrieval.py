@@ -308,12 +308,16 @@ def bm25_agreement(principal, kb, sample) -> dict:
             answer = search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q["text"], top_k=10,
                                                      strategy="keyword", max_tokens=10**9))
             times.append((time.perf_counter() - started) * 1000)
-            ours = {(p.document_id, p.chunk_index) for p in answer.passages}
+            # A passage stands for the chunks of its parent (retrieval/parents.py) and for the repeats
+            # it names (alsoIn: retrieval/dedupe.py), so each of those chunks counts as returned.
+            ours = {(p.document_id, i) for p in answer.passages
+                    for i in range((p.span or (p.chunk_index,) * 2)[0], (p.span or (p.chunk_index,) * 2)[1] + 1)}
+            repeats = {a.chunk_id for p in answer.passages for a in p.also_in}
             last = min((p.scores.keyword for p in answer.passages), default=0.0) * query.best
             if exact:
                 # passages' scores are rounded to 6 places: a tie is equal within that
-                shares.append(sum((r["document_id"], r["chunk_index"]) in ours or abs(r["score"] - last) < 1e-5 * query.best
-                                  for r in exact) / len(exact))
+                shares.append(sum((r["document_id"], r["chunk_index"]) in ours or r.get("chunk_id") in repeats
+                                  or abs(r["score"] - last) < 1e-5 * query.best for r in exact) / len(exact))
     finally:
         bm25.top = real
     return {"recallOfExactTop10": statistics.mean(shares) if shares else 1.0,
@@ -337,7 +341,7 @@ def _summed_bm25(conn, kb_id: str, q) -> list[dict]:
     rows = conn.execute("SELECT id, document_id, chunk_index FROM chunks WHERE id = ANY(%s)",
                         (ranked.ids.tolist(),)).fetchall()
     where = {r["id"]: r for r in rows}
-    return [{"document_id": where[i]["document_id"], "chunk_index": where[i]["chunk_index"], "score": s}
+    return [{"chunk_id": i, "document_id": where[i]["document_id"], "chunk_index": where[i]["chunk_index"], "score": s}
             for i, s in zip(ranked.ids.tolist(), ranked.scores.tolist())]
 
 
@@ -346,7 +350,7 @@ def _exact_bm25(conn, kb_id: str, q) -> list[dict]:
     (found through the GIN index, scored from its tsv): the reference, not the service's path."""
     return conn.execute(
         """WITH q(term, idf) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[]))
-           SELECT c.document_id, c.chunk_index, s.score
+           SELECT c.id AS chunk_id, c.document_id, c.chunk_index, s.score
              FROM chunks c,
                   LATERAL (SELECT sum(t.tf) AS dl FROM kb_bm25_terms(c.tsv) t) l,
                   LATERAL (SELECT sum(q.idf * t.tf * (%(k1)s + 1)
