@@ -170,7 +170,7 @@ def test_a_passage_cut_at_a_sentence_ends_with_an_ellipsis_too(api, agent):
                           {"query": "valve pressure on the gauge"}).json()
         (passage,) = result["results"]
         assert passage["truncated"] is True and passage["content"].endswith("gauge....")
-        assert text.startswith(passage["content"].removesuffix("..."))
+        assert passage["content"].removesuffix("...") in text  # whichever of the entry's chunks ranked first
         assert result["metadata"]["totalTokensUsed"] <= 60
     finally:
         api.call("DELETE", f"/knowledge-bases/{kb['id']}")
