@@ -297,7 +297,7 @@ def next_steps(api_url: str, key: str, agent: dict) -> str:
     ports = "".join(f"{name}={os.environ[name]} " for name in ("KB_EMULATOR_PORT", "KB_REDIS_PORT")
                     if name in os.environ)
     return (f"\nNext steps\n"
-            f"  console   {api_url}/console  (open it in a browser; the demo key is filled in)\n"
+            f"  console   {api_url}/console  (open it in a browser; it offers the demo key)\n"
             f"  kb        source {env_file} && .venv/bin/kb search {shlex.quote(SAMPLE_QUERY)} --kb {shlex.quote(DEMO_KB)}\n"
             f"  stop      {ports}make down   (make status: what runs; docs/local-stack.md: settings, troubleshooting)\n"
             f"  MCP       the demo agent's tools, for an MCP client (Claude Desktop, Claude Code, Cursor):\n"
