@@ -163,6 +163,9 @@ def upload_(session: Session,
 
     A folder's files keep their paths relative to the folder (as `aws s3 sync` does); a file
     named, or matched by a glob, goes under its own name; --prefix puts them below a folder.
+    Links to folders are followed; a link back into a folder being walked (a loop) and a
+    broken link are left out with a warning. A path is stored with the characters S3 and
+    shells handle badly as '_' (hot fix?.md as hot fix_.md): the results show it as stored.
     A path that holds the same bytes already is "unchanged" and not sent again.
     Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion."""
     attributes = json_option(metadata, "--metadata")
