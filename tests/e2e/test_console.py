@@ -4,8 +4,8 @@ mocks. The tests run in order, as one person's session: sign in, create a knowle
 (a refusal first, shown as the API words it), upload (drag and drop, and the file picker)
 until PROCESSED, search with debug scores, page through more documents than a page holds
 (filters, sorts, a stale token), create an agent, browse and quick add, configure
-a second tool, edit (the console's own checks, then the API's refusal, then a save), try a
-tool, remove one, delete its knowledge base and see the warning; keyboard (Escape, focus
+a second tool, edit (the console's own checks, then the API's refusal, then a save), the agent's
+MCP URL and client configuration, try a tool (the text the model reads), remove one, delete its knowledge base and see the warning; keyboard (Escape, focus
 trapped) on the way; the phone size at the end. Screenshots of each page go to
 .kb/console/ (docs/console-*.png are two of them)."""
 import base64
