@@ -16,7 +16,7 @@ INTERNAL = [
     ("an issue number", re.compile(r"\bissues?\s*#?\d+\b|(?<![\w&])#\d{1,4}\b(?!-)", re.I)),
     ("a migration number", re.compile(r"\bmigrations?\s+(?:\d{4}\b|and\s+\d{4})|(?<![\w.])0\d{3}_[a-z]\w*"
                                       r"|\bmigrations?\s+\(?\d{4}", re.I)),
-    ("a migration number in parentheses", re.compile(r"\((?:migrations?\s+)?0\d{3}(?:\s*[,;)]|\s+and\b)")),
+    ("a migration number", re.compile(r"(?<![\w.\-/:#])0\d{3}(?![\w.\-/:%])")),
     ("a commit hash", re.compile(r"\b(?:commit|head|at|hash)\s+(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
                                  re.I)),
     ("a date", re.compile(r"(?<![-\w])20\d\d-[01]\d-[0-3]\d\b")),
@@ -71,7 +71,6 @@ def test_the_date_allowed_is_the_reports_own():
 
 
 def _help_texts() -> list[tuple[str, str]]:
-    import click
     import typer
     from typer.testing import CliRunner
 
@@ -81,15 +80,14 @@ def _help_texts() -> list[tuple[str, str]]:
     root = typer.main.get_command(app)
     texts = []
 
-    def walk(command: click.Command, path: list[str]) -> None:
+    def walk(command, path: list[str]) -> None:
         result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"},
                                terminal_width=200)
         assert result.exit_code == 0, f"kb {' '.join(path)} --help failed: {result.output}"
         flat = re.sub(r"[│╭╮╰╯─]+", " ", result.output)
         texts.append((f"kb {' '.join(path)} --help".replace("  ", " "), re.sub(r"\s+", " ", flat)))
-        if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
-                walk(sub, [*path, name])
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, [*path, name])
 
     walk(root, [])
     return texts
@@ -109,17 +107,25 @@ def test_console_names_no_internal_bookkeeping():
     assert not found, "\n".join(found)
 
 
+LOG_CALLS = {"debug", "info", "warning", "error", "exception", "critical"}
+
+
 def _literals(path: Path) -> list[tuple[int, str]]:
-    """The strings a module can print or answer: every literal but docstrings (f-strings' parts too)."""
+    """The strings a module can print or answer: every literal but docstrings and log lines, which
+    are for the service's operators (f-strings' parts too)."""
     tree = ast.parse(path.read_text())
-    docstrings = set()
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LOG_CALLS \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("logger", "log", "logging"):
+            skipped |= {id(n) for arg in node.args for n in ast.walk(arg)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docstrings.add(id(first.value))
+                skipped.add(id(first.value))
     return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped]
 
 
 @pytest.mark.parametrize("package", ["chalicelib", "kbcli"])
