@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +187,9 @@ def test_examples_run_as_pasted(path, stack_env, tmp_path):
     before = _owned(stack_env)
     try:
         for block in blocks:
+            started = time.monotonic()
             run_block(block, folder, env)
+            print(f"{block.where}: {time.monotonic() - started:.1f} s")
     finally:
         for kind, ident in sorted(_owned(stack_env) - before):
             try:
