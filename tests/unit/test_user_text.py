@@ -77,14 +77,18 @@ def _help_texts() -> list[tuple[str, str]]:
     from kbcli.main import app
 
     runner = CliRunner()
-    root = typer.main.get_command(app)
+    root = typer.main.get_command(app)  # built once: CliRunner.invoke(app) would build it at every call
     texts = []
 
     def walk(command, path: list[str]) -> None:
-        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"},
-                               terminal_width=200)
-        assert result.exit_code == 0, f"kb {' '.join(path)} --help failed: {result.output}"
-        flat = re.sub(r"[│╭╮╰╯─]+", " ", result.output)
+        with runner.isolation(env={"COLUMNS": "200", "NO_COLOR": "1"}) as (out, *_):
+            try:
+                root.main([*path, "--help"], prog_name="kb", standalone_mode=False)
+            except SystemExit as exit_:
+                assert not exit_.code, f"kb {' '.join(path)} --help failed"
+            output = out.getvalue().decode()
+        assert "Usage: kb" in output, f"kb {' '.join(path)} --help printed no usage: {output}"
+        flat = re.sub(r"[│╭╮╰╯─]+", " ", output)
         texts.append((f"kb {' '.join(path)} --help".replace("  ", " "), re.sub(r"\s+", " ", flat)))
         for name, sub in (getattr(command, "commands", None) or {}).items():
             walk(sub, [*path, name])
