@@ -138,3 +138,16 @@ def test_messages_name_no_internal_bookkeeping(package):
              for path in sorted((ROOT / package).rglob("*.py"))
              for line, text in _literals(path) for finding in _findings(text, "")]
     assert not found, "\n".join(found)
+
+
+def test_readme_reads_in_ten_minutes():
+    """A guide, not a notebook: at most 350 lines, none over 120 characters outside code blocks."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 350, f"README.md has {len(lines)} lines"
+    in_code, long = False, []
+    for n, line in enumerate(lines, 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_code = not in_code
+        elif not in_code and len(line) > 120:
+            long.append(f"README.md:{n}: {len(line)} characters")
+    assert not long, "\n".join(long)
