@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,10 +120,20 @@ def _api(env: dict, method: str, path: str) -> dict:
         return json.load(answer)
 
 
+def _every(env: dict, path: str) -> list[dict]:
+    items, token = [], None
+    while True:
+        data = _api(env, "GET", path + (f"?nextToken={urllib.parse.quote(token)}" if token else ""))["data"]
+        items += data["items"]
+        token = data.get("nextToken")
+        if not token:
+            return items
+
+
 def _owned(env: dict) -> set[tuple[str, str]]:
-    kbs = _api(env, "GET", "/knowledge-bases?limit=100")["data"]["items"]
-    agents = _api(env, "GET", "/agents")["data"]["items"]
-    return {("knowledge-bases", k["id"]) for k in kbs} | {("agents", a["id"]) for a in agents}
+    """What the demo key sees, every page: the examples' leftovers are what this gains."""
+    return {("knowledge-bases", k["id"]) for k in _every(env, "/knowledge-bases")} | {
+        ("agents", a["id"]) for a in _every(env, "/agents")}
 
 
 def _failure(block: Block, result: subprocess.CompletedProcess) -> str:
