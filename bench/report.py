@@ -653,7 +653,7 @@ def seed_targets(ours: dict, ingestion: dict, load_results: dict | None = None) 
 
 
 def seed_targets_section(rows: list[dict]) -> list[str]:
-    lines = ["## Seed targets", "", "The service's targets beside this run's figures.", "",
+    lines = ["## Targets", "", "The service's targets beside this run's figures.", "",
              "| target | measured | met | how it was counted |", "|---|---|---|---|"]
     lines += [f"| {r['target']} | {r['measured']} | {'yes' if r['met'] else 'no' if r['met'] is False else 'not measured'}"
               f" | {r['how']} |" for r in rows]
