@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -222,3 +223,23 @@ def test_local_env_is_read_with_or_without_export(tmp_path):
     env = tmp_path / "local.env"
     env.write_text("export KB_API_URL=http://x/api\nKB_API_KEY='kbk_a b'\n# a comment\n\nREDIS_URL=redis://h:1/0\n")
     assert read_env_file(env) == {"KB_API_URL": "http://x/api", "KB_API_KEY": "kbk_a b", "REDIS_URL": "redis://h:1/0"}
+
+
+def test_the_convention_is_read_as_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("# T\n\n```bash\necho run\n```\n<!-- example: skip: needs AWS -->\n```python\nx\n```\n"
+                    "<!-- example: file k/a.yaml -->\n```yaml\na: 1\n```\n<!-- example: parse -->\n```bash\nls\n```\n"
+                    "```json\n{}\n```\n")
+    assert [(b.line, b.language, b.kind, b.arg) for b in blocks_of(page)] == [
+        (3, "bash", "run", ""), (7, "python", "skip", "needs AWS"), (11, "yaml", "file", "k/a.yaml"),
+        (15, "bash", "parse", "")]
+    page.write_text("<!-- example: skip -->\n```bash\nls\n```\n")
+    with pytest.raises(AssertionError, match="needs a reason"):
+        blocks_of(page)
+    page.write_text("<!-- example: run later -->\n```bash\nls\n```\n")
+    with pytest.raises(AssertionError, match="does not know"):
+        blocks_of(page)
+    page.write_text("<!-- example: parse -->\n\n```bash\nls\n```\n")
+    with pytest.raises(AssertionError, match="just before a fenced block"):
+        blocks_of(page)
