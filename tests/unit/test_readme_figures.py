@@ -46,7 +46,8 @@ def report_date() -> str:
     for key in ("date", "producedOn", "produced", "runDate"):
         if isinstance(figures.get(key), str):
             return figures[key][:10]
-    match = re.search(r"Produced by `make bench[^`]*` on (20\d\d-\d\d-\d\d)", (ROOT / "docs" / "benchmarks.md").read_text())
+    report = (ROOT / "docs" / "benchmarks.md").read_text()
+    match = re.search(r"Produced by `make bench[^`]*` on (20\d\d-\d\d-\d\d)", report)
     assert match, "docs/benchmarks.md names no date"
     return match.group(1)
 
