@@ -17,7 +17,8 @@ INTERNAL = [
     ("a migration number", re.compile(r"\bmigrations?\s+(?:\d{4}\b|and\s+\d{4})|(?<![\w.])0\d{3}_[a-z]\w*"
                                       r"|\bmigrations?\s+\(?\d{4}", re.I)),
     ("a migration number", re.compile(r"(?<![\w.\-/:#])0\d{3}(?![\w.\-/:%])")),
-    ("a commit hash", re.compile(r"\b(?:commit|head|at|hash)\s+(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
+    ("a commit hash", re.compile(r"\b(?:commit|head|at|hash)\s+(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
+                                 r"|(?<![\w.\-/:#=%])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}(?![\w\-/%])",
                                  re.I)),
     ("a date", re.compile(r"(?<![-\w])20\d\d-[01]\d-[0-3]\d\b")),
 ]
