@@ -1,7 +1,7 @@
 // Agents and their knowledge-base tools: list and create agents; an agent's tools with
 // badges and the deleted-knowledge-base warning; "Add Knowledge Base" (stats, linked,
-// quick add, configure and back to the list); configure and edit with seed 000's rules;
-// remove; try it. The API answers seed 000's shapes: the knowledge bases as `data`, a
+// quick add, configure and back to the list); configure and edit with the API's tool rules;
+// remove; try it. The API answers these shapes: the knowledge bases as `data`, a
 // tool added or edited as `data.tool`.
 import { api, BASE, session } from './api.js';
 import {
@@ -10,7 +10,7 @@ import {
 import { statusSummary } from './kbs.js';
 
 const agentPath = (id) => `/agents/${encodeURIComponent(id)}`;
-// Seed 000's rules, as the API words them (chalicelib/agents/tools.py, limits.py).
+// The tool rules, as the API words them (chalicelib/agents/tools.py, limits.py).
 export const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const RULES = {
   toolName: "1 to 64 letters, digits, '_' or '-' (the rule every major LLM tool API accepts)",
@@ -126,11 +126,11 @@ const WARNINGS = {
 };
 
 const TOOL_BADGES = { knowledge_base: 'Knowledge Base', knowledge_search: 'Knowledge search tool',
-  knowledge_base_write: 'Adds entries' };  // seed 000's getToolBadge says "Knowledge Base"
+  knowledge_base_write: 'Adds entries' };  // the badge says "Knowledge Base"
 
 function toolCard(agent, tool, refresh) {
   const isKb = tool.type === 'knowledge_base';
-  // A read-write tool's write tool comes with it (seed 004's mode): edited and removed through it.
+  // A read-write tool's write tool comes with it (the read-write mode): edited and removed through it.
   const isWrite = tool.type === 'knowledge_base_write';
   const config = tool.config || {};
   const warning = WARNINGS[tool.status];
@@ -242,7 +242,7 @@ async function browseDialog(agent, refresh) {
   await load();
 }
 
-// Seed 000's Database icon (lucide's), drawn inline: the content policy allows no other images.
+// A database icon (lucide's), drawn inline: the content policy allows no other images.
 function databaseIcon() {
   const NS = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(NS, 'svg');
@@ -266,9 +266,9 @@ function suggestedName(kbName) {
   return `search_${snake || 'knowledge_base'}`.slice(0, 64);
 }
 
-// Configure (a new tool for `kb`) or edit (`tool`): seed 000's rules checked here first,
+// Configure (a new tool for `kb`) or edit (`tool`): the tool rules checked here first,
 // field by field; whatever the API still refuses is shown as it words it. onBack: the
-// configure view's "Back to the list" (seed 000's onBack to the knowledge bases).
+// configure view's "Back to the list" (back to the knowledge bases).
 export function toolDialog({ agent, kb, tool, onDone, onBack }) {
   const editing = Boolean(tool);
   const config = editing ? tool.config : {};

@@ -233,7 +233,7 @@ def sync_folder(session: Session,
                 wait: Annotated[bool, typer.Option("--wait", help="Follow ingestion to the end.")] = False,
                 timeout: Annotated[float, typer.Option(help="With --wait, give up after this many seconds.")] = 900,
                 concurrency: Annotated[int, typer.Option(min=1, max=32, help="Files uploaded at once.")] = 4):
-    """Mirror a local folder into a knowledge base (seed 003's local-folder source): new and
+    """Mirror a local folder into a knowledge base: new and
     changed files are uploaded (by path and content hash: unchanged ones are not sent), and the
     documents below --prefix whose file is gone are deleted, as `aws s3 sync --delete` does.
     What --include/--exclude leave out is neither sent nor deleted."""
