@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -162,6 +163,7 @@ class Pipeline:
     pipeline_concurrency: int = TEMPLATE_DEFAULTS["PipelineConcurrency"]
     embed_share: float = 1.0  # cores' worth an embedding worker computes as
     step_share: float = 1.0  # the same for extract and chunk
+    store_share: float = 1.0  # the same for the Store step's writer and the database
     step_overhead_s: float = AWS_STEP_OVERHEAD_S
     max_acu: float = TEMPLATE_DEFAULTS["AuroraMaxCapacity"]
 
@@ -192,7 +194,7 @@ def document_seconds(costs: Costs, pipe: Pipeline, megabytes: float | None = Non
     chunk = tokens / 1000 * costs.chunk_s_per_1k_tokens / pipe.step_share
     lanes = max(1, min(pipe.width, pipe.embed_workers, batches))
     embed = math.ceil(batches / lanes) * batch_seconds(costs, pipe.embed_share, min(chunks, EMBED_BATCH))
-    store = chunks * costs.store_s_per_chunk
+    store = chunks * costs.store_s_per_chunk / pipe.store_share
     # Extract, Chunk, (the Map's rounds, Store, Finalize when there is more than one batch)
     tasks = 2 if batches == 1 else 4 + math.ceil(batches / lanes)
     overhead = tasks * pipe.step_overhead_s
@@ -221,10 +223,11 @@ def documents_per_hour(costs: Costs, pipe: Pipeline, chunks: int) -> dict:
     embed_cpu = one["batches"] * batch_seconds(costs, pipe.embed_share, min(chunks, EMBED_BATCH))
     # A document of one batch is embedded by its Chunk task (PipelineConcurrency workers).
     embed_workers = workers if one["batches"] == 1 else pipe.embed_workers
-    stages = {"extract": workers * 3600 / max(one["extract"], 1e-9),
-              "chunk": workers * 3600 / max(one["chunk"] + (embed_cpu if one["batches"] == 1 else 0), 1e-9),
-              "embed": embed_workers * 3600 / embed_cpu,
-              "store": workers * 3600 / one["store"],
+    busy = pipe.step_overhead_s  # a worker is held while its task is handed to it, too
+    stages = {"extract": workers * 3600 / (one["extract"] + busy),
+              "chunk": workers * 3600 / (one["chunk"] + busy + (embed_cpu if one["batches"] == 1 else 0)),
+              "embed": embed_workers * 3600 / (embed_cpu + one["batches"] * busy),
+              "store": workers * 3600 / (one["store"] + busy),
               "database": database_chunks_per_second(costs, pipe.max_acu) * 3600 / chunks}
     bound = min(stages, key=stages.get)
     return {"chunks": chunks, "stages": stages, "bound": bound, "perHour": stages[bound],
@@ -330,7 +333,7 @@ def prose(megabytes: float) -> str:
 
     texts, size = [], 0
     for doc in corpus():
-        texts.append(doc["title"] + "\n\n" + doc["text"])
+        texts.append(doc["text"])
         size += len(texts[-1]) + 2
         if size >= megabytes * 2**20:
             break
@@ -338,46 +341,53 @@ def prose(megabytes: float) -> str:
 
 
 def measure(quick: bool) -> Costs:
-    os.environ["KB_EMBED_THREADS"] = "1"  # one core's worth, as the model's inputs say
+    """The costs as CPU seconds (this process's, and PostgreSQL's where it works): they hold on
+    a machine that other work shares, where wall times do not; wall times are printed beside."""
     from chalicelib.embeddings import get_provider
     from chalicelib.ingestion.chunk import chunk_document
-    from chalicelib.ingestion.context import embedded_text, with_context
+    from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context
     from chalicelib.ingestion.extract import extract
 
     load_average = os.getloadavg()[0]
     text = prose(0.25 if quick else 1.0).encode()
     mb = len(text) / 2**20
-    started = time.perf_counter()
-    extracted = extract(text, "corpus.txt")
-    extract_s = time.perf_counter() - started
+    with timed() as t_extract:
+        extracted = extract(text, "corpus.txt")
     kb = {"chunk_tokens": 500, "chunk_overlap": 50, "embedding_provider": "local"}
-    from chalicelib.ingestion.context import fitting_overlap, fitting_tokens
-
-    started = time.perf_counter()
-    chunks = with_context(chunk_document(extracted, fitting_tokens(kb), fitting_overlap(kb), {}), None, "corpus.txt")
-    chunk_s = time.perf_counter() - started
+    with timed() as t_chunk:
+        chunks = with_context(chunk_document(extracted, fitting_tokens(kb), fitting_overlap(kb), {}), None,
+                              "corpus.txt")
     tokens = sum(c.token_count for c in chunks)
     embedder = get_provider("local")
     embedder.embed_documents(["warm up"])
     sample = [embedded_text(c) for c in chunks[:64 if quick else 192]]
-    started = time.perf_counter()
-    vectors = embedder.embed_documents(sample)
-    embed_s = time.perf_counter() - started
+    with timed() as t_embed:
+        vectors = embedder.embed_documents(sample)
     sample_tokens = sum(c.token_count for c in chunks[:len(sample)])
     one = []
     for text_ in sample[:20]:
-        started = time.perf_counter()
-        embedder.embed_query(text_[:200])
-        one.append((time.perf_counter() - started) * 1000)
-    print(f"prose {mb:.2f} MB: extract {extract_s:.2f} s, chunk {chunk_s:.2f} s, {len(chunks):,} chunks of "
-          f"{tokens / len(chunks):.0f} tokens; embed {len(sample)} chunks {embed_s:.1f} s (one thread)", flush=True)
+        with timed() as t_one:
+            embedder.embed_query(text_[:200])
+        one.append(t_one["cpu"] * 1000)
+    print(f"prose {mb:.2f} MB, {len(chunks):,} chunks of {tokens / len(chunks):.0f} tokens; CPU s (wall s): extract "
+          f"{t_extract['cpu']:.2f} ({t_extract['wall']:.2f}), chunk {t_chunk['cpu']:.2f} ({t_chunk['wall']:.2f}), "
+          f"embed {len(sample)} chunks {t_embed['cpu']:.1f} ({t_embed['wall']:.1f}), one thread", flush=True)
     store = measure_store(chunks, vectors, quick)
     search = measure_search(quick)
-    return Costs(extract_s_per_mb=extract_s / mb, chunk_s_per_1k_tokens=chunk_s / tokens * 1000,
-                 embed_s_per_1k_tokens=embed_s / sample_tokens * 1000, tokens_per_mb=tokens / mb,
+    return Costs(extract_s_per_mb=t_extract["cpu"] / mb, chunk_s_per_1k_tokens=t_chunk["cpu"] / tokens * 1000,
+                 embed_s_per_1k_tokens=t_embed["cpu"] / sample_tokens * 1000, tokens_per_mb=tokens / mb,
                  chunk_tokens=tokens / len(chunks), chunks_per_mb=len(chunks) / mb,
                  query_embed_ms=statistics.median(one), latency_by_size=latency_table(), load_average=load_average,
                  measured=time.strftime("%Y-%m-%d %H:%M"), **store, **search)
+
+
+@contextmanager
+def timed():
+    """{"cpu": this process's CPU seconds, "wall": seconds} of the block, filled when it ends."""
+    times: dict = {}
+    cpu, wall = time.process_time(), time.perf_counter()
+    yield times
+    times.update(cpu=time.process_time() - cpu, wall=time.perf_counter() - wall)
 
 
 def measure_store(chunks, vectors, quick: bool) -> dict:
@@ -400,7 +410,7 @@ def measure_store(chunks, vectors, quick: bool) -> dict:
             kb_id = knowledge_bases.insert_knowledge_base(
                 conn, principal, name="Capacity", description="", visibility="private", provider="local",
                 model="all-MiniLM-L6-v2", dim=384, chunk_tokens=500, chunk_overlap=50)
-            rows, seconds, cpu = 0, 0.0, 0.0
+            rows, wall, client, cpu = 0, 0.0, 0.0, 0.0
             for run in range(3):
                 picked = [chunks[i % len(chunks)] for i in range(n)]
                 noisy = base[np.arange(n) % len(base)] + rng.normal(0, 0.02, (n, 384)).astype(np.float32)
@@ -408,19 +418,23 @@ def measure_store(chunks, vectors, quick: bool) -> dict:
                 batch = [replace(c, chunk_index=i, embedding=v.tolist()) for i, (c, v) in enumerate(zip(picked, noisy))]
                 doc = document_status.upsert_pending(conn, kb_id=kb_id, s3_key=f"kb/{kb_id}/d{run}.txt",
                                                      filename=f"d{run}.txt", size_bytes=1, run_id=f"r{run}")
-                cpu_before, started = _postgres_cpu(), time.perf_counter()
-                assert chunk_versions.replace(conn, doc_id=doc["id"], kb_id=kb_id, dim=384, chunks=batch,
-                                              page_count=None, run_id=f"r{run}")
+                cpu_before = _postgres_cpu()
+                with timed() as t:
+                    assert chunk_versions.replace(conn, doc_id=doc["id"], kb_id=kb_id, dim=384, chunks=batch,
+                                                  page_count=None, run_id=f"r{run}")
                 if run:  # the first fills the graph
-                    seconds += time.perf_counter() - started
+                    wall += t["wall"]
+                    client += t["cpu"]
                     cpu += _postgres_cpu() - cpu_before
                     rows += n
         with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as admin:
             admin.execute("VACUUM ANALYZE")
             size = admin.execute("SELECT pg_database_size(current_database())").fetchone()[0]
             empty = admin.execute("SELECT pg_database_size('template1')").fetchone()[0]
-        print(f"store: {rows:,} chunks in {seconds:.1f} s, PostgreSQL CPU {cpu:.1f} s", flush=True)
-        return {"store_s_per_chunk": seconds / rows, "store_db_cpu_s_per_chunk": max(cpu, 1e-3) / rows,
+        print(f"store: {rows:,} chunks in {wall:.1f} s, CPU {client:.1f} s here and {cpu:.1f} s in PostgreSQL",
+              flush=True)
+        # the writer and the database take turns: a chunk's time is both their CPU
+        return {"store_s_per_chunk": (client + cpu) / rows, "store_db_cpu_s_per_chunk": max(cpu, 1e-3) / rows,
                 "db_bytes_per_chunk": (size - empty) / (3 * n)}
     finally:
         drop_database()
@@ -450,17 +464,18 @@ def measure_search(quick: bool) -> dict:
             for strategy in MIX:
                 for q in questions:  # embeddings cached, blocks read
                     search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q, top_k=10, strategy=strategy))
-                times, cpu_before = [], _postgres_cpu()
-                for i in range(2 if quick else 4):
-                    for q in questions:
-                        request = SearchRequest(knowledge_base_ids=(kb["id"],), query=q, top_k=10, strategy=strategy,
-                                                max_tokens=50_000 + i)
-                        started = time.perf_counter()
-                        search(principal, request)
-                        times.append((time.perf_counter() - started) * 1000)
-                ms[strategy] = statistics.mean(times)
-                db_ms[strategy] = (_postgres_cpu() - cpu_before) * 1000 / len(times)
-                print(f"search {strategy}: {ms[strategy]:.1f} ms, PostgreSQL CPU {db_ms[strategy]:.1f} ms", flush=True)
+                count, cpu_before = 0, _postgres_cpu()
+                with timed() as t:
+                    for i in range(2 if quick else 4):
+                        for q in questions:
+                            search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q, top_k=10,
+                                                            strategy=strategy, max_tokens=50_000 + i))
+                            count += 1
+                db_ms[strategy] = (_postgres_cpu() - cpu_before) * 1000 / count
+                # the function waits while PostgreSQL works: its time is both CPUs
+                ms[strategy] = t["cpu"] * 1000 / count + db_ms[strategy]
+                print(f"search {strategy}: {ms[strategy]:.1f} ms CPU ({t['wall'] * 1000 / count:.1f} ms wall), of which "
+                      f"PostgreSQL {db_ms[strategy]:.1f} ms", flush=True)
         return {"search_ms": ms, "search_db_cpu_ms": db_ms, "measured_chunks": len(flat)}
     finally:
         drop_database()
@@ -480,20 +495,26 @@ def latency_table() -> dict:
 
 # --- validation against the local stack ---------------------------------------------------------
 
-def fair_share(threads: int, cores: float, other: float) -> float:
-    """The share of a core one of `threads` busy threads gets beside `other` runnable ones."""
-    return min(1.0, cores / (other + threads))
-
-
-def local_pipeline(width: int, other: float, step_overhead_s: float) -> Pipeline:
+def local_pipeline(width: int, share_one: float, step_overhead_s: float) -> Pipeline:
     """The local stack (localstack/stack.py): one thread an embedding worker (EmbedThreads 1),
-    EmbedConcurrency = the width, every worker a process on this machine's cores beside
-    `other` runnable threads of other work. The costs were measured by one thread under the
-    same load, so a worker computes at its fair share against that one's."""
+    EmbedConcurrency = the width, every worker a process on this machine's cores beside other
+    work. share_one is the share of a core one busy thread got just before (its CPU seconds over
+    its wall seconds); the other work is taken as the runnable threads that explain it, and W
+    embedding workers split the cores with them."""
     cores = os.cpu_count() or 1
-    share = fair_share(width, cores, other) / fair_share(1, cores, other)
+    other = max(0.0, cores / min(1.0, share_one) - 1)
+    lanes = min(1.0, cores / (other + width))
     return Pipeline(width=width, embed_concurrency=width, pipeline_concurrency=min(8, 4 * cores),
-                    embed_share=share, step_share=1.0, step_overhead_s=step_overhead_s)
+                    embed_share=lanes, step_share=share_one, store_share=share_one, step_overhead_s=step_overhead_s)
+
+
+def share_now(samples: list[str]) -> float:
+    """The share of a core one thread gets now: CPU over wall seconds of embedding the samples."""
+    from chalicelib.embeddings import get_provider
+
+    with timed() as t:
+        get_provider("local").embed_documents(samples)
+    return min(1.0, t["cpu"] / t["wall"])
 
 
 def _stack():
@@ -551,20 +572,24 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
     size = int(megabytes * 2**20)
     ingest_one(env, s3, text[:size // 2].encode(), "warm.txt")  # warm workers of every step
     tiny_mb = 2000 / 2**20
+    samples = [text[i * 1200:(i + 1) * 1200] for i in range(24)]
+    share = share_now(samples)
     tiny = [ingest_one(env, s3, text[i * 4000:i * 4000 + 2000].encode(), f"tiny-{i}.txt") for i in range(3)]
-    tiny_steps = document_seconds(costs, Pipeline(step_overhead_s=0), megabytes=tiny_mb)
+    tiny_steps = document_seconds(costs, local_pipeline(width, share, 0), megabytes=tiny_mb)
     overhead = max(0.0, statistics.median(t["seconds"] for t in tiny) - tiny_steps["total"]) / 2
     rows = []
     for run in range(runs):
-        other = os.getloadavg()[0]
-        pipe = local_pipeline(width, other, overhead)
+        share = share_now(samples)
+        pipe = local_pipeline(width, share, overhead)
         predicted = document_seconds(costs, pipe, megabytes=megabytes)
         start = (run + 1) * size % max(1, len(text) - size)
+        load_average = os.getloadavg()[0]
         measured = ingest_one(env, s3, text[start:start + size].encode(), f"doc-{run}.txt")
-        rows.append({"width": width, "loadAverage": other, "predicted": predicted, "measured": measured,
-                     "ratio": measured["seconds"] / predicted["total"]})
+        rows.append({"width": width, "loadAverage": load_average, "shareOfACore": share, "embedShare": pipe.embed_share,
+                     "predicted": predicted, "measured": measured, "ratio": measured["seconds"] / predicted["total"]})
         print(f"width {width}, run {run + 1}: predicted {predicted['total']:.1f} s, measured "
-              f"{measured['seconds']:.1f} s (x{rows[-1]['ratio']:.2f}); load {other:.1f}", flush=True)
+              f"{measured['seconds']:.1f} s (x{rows[-1]['ratio']:.2f}); a thread had {share:.2f} of a core, "
+              f"load {load_average:.1f}; predicted {predicted}; measured steps {measured['steps']}", flush=True)
     return {"width": width, "batches": batches, "megabytes": megabytes, "stepOverheadS": overhead,
             "tinySeconds": [t["seconds"] for t in tiny], "runs": rows}
 
@@ -573,7 +598,7 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
 
 SIZES_CHUNKS = (10, 200, 2_000, 20_000)  # a page, a report, a manual, the limit a document
 WIDTHS = (1, 2, 8, 16, 40)
-SEARCH_LOADS = ((100, 6), (1_000, 6), (1_000, 60), (10_000, 6))
+SEARCH_LOADS = ((100, 6), (1_000, 6), (1_000, 60), (10_000, 30))
 CORPUS_CHUNKS = 1_000_000
 
 
@@ -618,7 +643,7 @@ def report(costs: Costs, validation: dict | None = None) -> str:
         f"embedding function at {memory['pipeline_embed']:,} MB computes as {pipe.embed_share:.2f} of this "
         f"machine's cores, a Lambda vCPU taken as fast as one of them); {VCPU_PER_ACU} vCPU an ACU and the database "
         f"kept under {DB_CPU_TARGET:.0%} CPU; {AWS_STEP_OVERHEAD_S} s of orchestration a task; searches at other "
-        "sizes scaled by the search latency table above; an API worker holds "
+        "sizes scaled by the search latency table of docs/benchmarks.md; an API worker holds "
         f"{CONNECTIONS_PER_WORKER} connections, pinned by RDS Proxy (the functions set the organisation for the "
         "session). Template parameters: `EmbedWidth` W (the Embed Map's MaxConcurrency), `EmbedConcurrency` "
         f"({embed_workers_per_width()} x W unless given), `PipelineConcurrency` {pipe.pipeline_concurrency}, "
@@ -654,13 +679,13 @@ def report(costs: Costs, validation: dict | None = None) -> str:
     lines += ["", f"**Searching**, steady, over {CORPUS_CHUNKS:,} chunks, every question new (its embedding "
                   "computed), no answer from the results cache, the mix 8 semantic, 1 keyword, 1 hybrid in 10:", "",
               "| users | searches a minute each | searches/s | Lambda concurrency | database vCPU | ACUs (by) | "
-              "instances | RDS Proxy connections (of max) | Lambda + API Gateway $/month | Aurora + storage $/month | "
-              "RDS Proxy $/month | ElastiCache $/month | total $/month |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "instances | RDS Proxy connections (of max) | Lambda $/month | API Gateway $/month | Aurora + storage $/month | "
+              "RDS Proxy $/month | ElastiCache $/month | total $/month |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in t["search"]:
         m = r["monthUsd"]
         lines.append(f"| {r['users']:,} | {r['perMinute']:g} | {r['perSecond']:,.0f} | {r['lambdaConcurrency']:.1f} | "
                      f"{r['dbVcpu']:.2f} | {r['acu']:g} ({r['acuBy']}) | {r['instances']} | {r['proxyConnections']} "
-                     f"({r['maxConnections']:,}) | {m['lambda'] + m['apiGateway']:,.0f} | {m['aurora'] + m['storage']:,.0f} | "
+                     f"({r['maxConnections']:,}) | {m['lambda']:,.0f} | {m['apiGateway']:,.0f} | {m['aurora'] + m['storage']:,.0f} | "
                      f"{m['rdsProxy']:,.0f} | {m['elastiCache']:,.0f} | {r['monthTotalUsd']:,.0f} |")
     over = [r for r in t["search"] if r["overMaxAcu"]]
     lines += ["", "ACUs come from the database's CPU or from keeping the corpus's pages in memory, whichever is more; "
@@ -738,6 +763,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=CORPUS_CHUNKS, help="the corpus searched")
     parser.add_argument("--docs", action="store_true", help="write the section into docs/benchmarks.md and .json")
     args = parser.parse_args()
+    os.environ["KB_EMBED_THREADS"] = "1"  # the costs are one thread's (one core's)
     suffix = "-quick" if args.quick else ""
     costs, validation = load_saved(args.quick)
     if not args.report_only or costs is None:
@@ -764,6 +790,43 @@ def main() -> None:
 
         write_section_docs(HEADING, [HEADING, "", report(costs, validation), ""],
                            {"capacity": figures(costs, validation)})
+        write_aws_guide(costs, validation)
+
+
+AWS_GUIDE_INTRO = """What a deployment needs for a given load, and what it costs, comes from a model you can rerun:
+`bench/capacity.py` measures the cost of each step on your machine (extracting and chunking a text
+file, embedding with the local model, storing chunks into the HNSW graph, searching by strategy),
+takes AWS's published limits and prices (named constants at the top of the file, each with its
+pricing page and the date it was read), and answers for the template's parameters (`EmbedWidth`,
+`EmbedConcurrency`, `PipelineConcurrency`, `AuroraMaxCapacity`, `HighAvailability`) and the
+functions' memory in `.chalice/config.json`. It needs the local stack (`make up`) for PostgreSQL.
+
+<!-- example: skip: needs the local stack up and measures for a minute or two -->
+```bash
+.venv/bin/python bench/capacity.py                      # measure the costs, print the tables
+.venv/bin/python bench/capacity.py --report-only --width 16 --users 5000 --per-minute 10 --chunks 2000000
+.venv/bin/python bench/capacity.py --validate           # predict a local run, run it, compare
+.venv/bin/python bench/capacity.py --docs               # refresh this section and docs/benchmarks.md
+```
+
+`--report-only` reuses the last measured costs (`.kb/bench-results/capacity.json`); prices change,
+so check the constants against your region's pricing pages before you budget from them. The
+figures below are from the last `--docs` run."""
+
+
+def write_aws_guide(costs: Costs, validation: dict) -> None:
+    """docs/aws.md's Capacity planning section: replaced where it is, else added at the end."""
+    guide = ROOT / "docs" / "aws.md"
+    text = guide.read_text()
+    section = f"{HEADING}\n\n{AWS_GUIDE_INTRO}\n\n{report(costs, validation).rstrip()}\n"
+    if HEADING in text:
+        before, rest = text.split(HEADING, 1)
+        after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""
+        text = before + section + ("\n## " + after if after else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    guide.write_text(text)
+    print(f"wrote {HEADING.lstrip('# ')} into {guide}")
 
 
 if __name__ == "__main__":
