@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -451,7 +452,7 @@ def measure_search(quick: bool) -> dict:
     from chalicelib.retrieval import SearchRequest, search
     from retrieval import load as store
 
-    docs = corpus(200 if quick else 600)
+    docs = corpus(200)  # its embeddings cached on disk after the first run (one thread: minutes under load)
     queries, _ = queries_and_qrels({d["_id"] for d in docs})
     fresh_database()
     try:
@@ -535,18 +536,55 @@ def deployed_width(env: dict, sfn) -> int:
                ["MaxConcurrency"])
 
 
+_WORKER = re.compile(r"ministack-lambda-[a-z0-9-]+?-(pipeline-[a-z-]+?)-[a-z0-9_]{8}/")
+
+
+def stack_cpu() -> dict[int, tuple[str, float]]:
+    """{pid: (pipeline-<step> or postgres, CPU seconds)} of the local stack's processes."""
+    import load as load_bench
+
+    state = ROOT / ".kb"
+    emulator, postmaster = load_bench._pid(state / "ministack.pid"), load_bench._pid(state / "pgdata" / "postmaster.pid")
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        stat = load_bench._stat(pid)
+        if stat is None:
+            continue
+        if pid == postmaster or stat[0] == postmaster:
+            found[pid] = ("postgres", stat[1])
+        elif stat[0] == emulator and (m := _WORKER.search(load_bench._cmdline(pid))):
+            found[pid] = (m.group(1), stat[1])
+    return found
+
+
+def cpu_by_step(before: dict, last: dict) -> dict[str, float]:
+    """CPU seconds each step's workers (and PostgreSQL) spent between two samples; a worker that
+    went away meanwhile counts up to the last sample that saw it."""
+    spent: dict[str, float] = {}
+    for pid, (name, cpu) in last.items():
+        spent[name] = spent.get(name, 0.0) + cpu - before.get(pid, (name, 0.0))[1]
+    return spent
+
+
 def ingest_one(env: dict, s3, body: bytes, name: str) -> dict:
     """A text file into a knowledge base of its own (default chunking), timed from the upload to
-    PROCESSED; the knowledge base is deleted afterwards."""
+    PROCESSED, with the CPU the stack's processes spent on it; the knowledge base is deleted
+    afterwards."""
     import requests
 
     api, headers = env["KB_API_URL"], {"Authorization": f"Bearer {env['KB_API_KEY']}"}
     kb = requests.post(f"{api}/knowledge-bases", json={"name": f"capacity {name}"}, headers=headers,
                        timeout=60).json()["data"]
     try:
+        before = stack_cpu()
+        last = dict(before)
         started = time.monotonic()
         s3.put_object(Bucket=env["KB_BUCKET"], Key=f"kb/{kb['id']}/{name}", Body=body)
         while time.monotonic() - started < 900:
+            last |= stack_cpu()
             items = requests.get(f"{api}/knowledge-bases/{kb['id']}/documents", headers=headers,
                                  timeout=60).json()["data"]["items"]
             if items and items[0]["status"] in ("PROCESSED", "FAILED"):
@@ -554,6 +592,7 @@ def ingest_one(env: dict, s3, body: bytes, name: str) -> dict:
                 doc = requests.get(f"{api}/knowledge-bases/{kb['id']}/documents/{items[0]['id']}", headers=headers,
                                    timeout=60).json()["data"]
                 return {"seconds": seconds, "status": doc["status"], "chunks": doc.get("chunks"),
+                        "cpu": cpu_by_step(before, last | stack_cpu()),
                         "steps": {k: v / 1000 for k, v in (doc.get("stepDurationsMs") or {}).items()}}
             time.sleep(0.25)
         raise SystemExit(f"{name} did not finish in 900 s")
@@ -570,7 +609,7 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
     text = prose(3.0)
     megabytes = batches * EMBED_BATCH / costs.chunks_per_mb
     size = int(megabytes * 2**20)
-    ingest_one(env, s3, text[:size // 2].encode(), "warm.txt")  # warm workers of every step
+    ingest_one(env, s3, text[-size:].encode(), "warm.txt")  # warm workers of every step, the Map's too
     tiny_mb = 2000 / 2**20
     samples = [text[i * 1200:(i + 1) * 1200] for i in range(24)]
     share = share_now(samples)
@@ -585,11 +624,19 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
         start = (run + 1) * size % max(1, len(text) - size)
         load_average = os.getloadavg()[0]
         measured = ingest_one(env, s3, text[start:start + size].encode(), f"doc-{run}.txt")
+        chunks = measured["chunks"] or predicted["chunks"]
+        cpu = {"embed": (chunks * costs.chunk_tokens / 1000 * costs.embed_s_per_1k_tokens,
+                         measured["cpu"].get("pipeline-embed", 0.0)),
+               "store": (chunks * costs.store_s_per_chunk,
+                         measured["cpu"].get("pipeline-store", 0.0) + measured["cpu"].get("postgres", 0.0))}
         rows.append({"width": width, "loadAverage": load_average, "shareOfACore": share, "embedShare": pipe.embed_share,
-                     "predicted": predicted, "measured": measured, "ratio": measured["seconds"] / predicted["total"]})
+                     "predicted": predicted, "measured": measured, "ratio": measured["seconds"] / predicted["total"],
+                     "cpu": {k: {"predicted": p, "measured": m, "ratio": m / p} for k, (p, m) in cpu.items()}})
         print(f"width {width}, run {run + 1}: predicted {predicted['total']:.1f} s, measured "
               f"{measured['seconds']:.1f} s (x{rows[-1]['ratio']:.2f}); a thread had {share:.2f} of a core, "
-              f"load {load_average:.1f}; predicted {predicted}; measured steps {measured['steps']}", flush=True)
+              f"load {load_average:.1f}; predicted {predicted}; measured steps {measured['steps']}; CPU "
+              + ", ".join(f"{k} predicted {v['predicted']:.1f} s, measured {v['measured']:.1f} s"
+                          for k, v in rows[-1]["cpu"].items()), flush=True)
     return {"width": width, "batches": batches, "megabytes": megabytes, "stepOverheadS": overhead,
             "tinySeconds": [t["seconds"] for t in tiny], "runs": rows}
 
@@ -701,25 +748,33 @@ def report(costs: Costs, validation: dict | None = None) -> str:
 def validation_lines(validation: dict) -> list[str]:
     lines = ["**Checked against the local stack**: the same costs predict one text document of several embedding "
              "batches through the local pipeline (S3, the trigger, Step Functions, the functions, PostgreSQL) at the "
-             "deployed width; each worker shares this machine's two cores with the others and with other work (the "
-             "load average at the start counted as threads that take their share); the emulator's overhead a task "
-             "is calibrated on one-chunk documents. Target: within 25%.", "",
-             "| width | batches | load | predicted s (extract / chunk / embed / store / orchestration) | measured s "
-             "(steps' own times) | measured / predicted |", "|---|---|---|---|---|---|"]
+             "deployed width, run right after (`bench/capacity.py --validate`, at `KB_EMBED_WIDTH=1` and `=2 make up`). "
+             "Two predictions: the CPU each step's workers and PostgreSQL spend (from /proc), which other work on "
+             "the machine does not change, and the time from upload to PROCESSED. For the time, the workers share "
+             "this machine's two cores with each other and with other work: a thread's share of a core is measured "
+             "just before the run (CPU over wall seconds of embedding a few texts), the other work taken as the "
+             "runnable threads that explain it, the W embedding workers added to them; the emulator's overhead a "
+             "task is calibrated on one-chunk documents. Target: within 25%.", "",
+             "| width | batches | a thread's share of a core before | embed CPU s predicted / measured | store + "
+             "database CPU s predicted / measured | time s predicted (extract / chunk / embed / store / "
+             "orchestration) | time s measured (steps' own: extract / chunk / embed summed / store) | time measured / "
+             "predicted |", "|---|---|---|---|---|---|---|---|"]
     for width in sorted(validation, key=int):
-        v = validation[width]
-        for r in v["runs"]:
-            p, m = r["predicted"], r["measured"]
+        for r in validation[width]["runs"]:
+            p, m, cpu = r["predicted"], r["measured"], r["cpu"]
             steps = " / ".join(f"{m['steps'].get(k, 0):.1f}" for k in ("extract", "chunk", "embed", "store"))
-            lines.append(f"| {width} | {p['batches']} | {r['loadAverage']:.1f} | **{p['total']:.1f}** ({p['extract']:.1f} / "
-                         f"{p['chunk']:.1f} / {p['embed']:.1f} / {p['store']:.1f} / {p['overhead']:.1f}) | "
-                         f"**{m['seconds']:.1f}** ({steps}) | x{r['ratio']:.2f} |")
-    ratios = [r["ratio"] for v in validation.values() for r in v["runs"]]
-    within = sum(0.75 <= x <= 1.25 for x in ratios)
-    lines += ["", f"{within} of {len(ratios)} runs within 25% (measured / predicted {min(ratios):.2f} to "
-                  f"{max(ratios):.2f}). The measured steps' embed time is the batches' sum; the prediction's is the "
-                  "Map's wall time. Where a run is off, it is the machine's other work: the fair share of the "
-                  "cores is taken from the load average at the start, which other sessions change within the run.", ""]
+            lines.append(f"| {width} | {p['batches']} | {r['shareOfACore']:.2f} (load {r['loadAverage']:.1f}) | "
+                         f"{cpu['embed']['predicted']:.1f} / {cpu['embed']['measured']:.1f} (x{cpu['embed']['ratio']:.2f}) | "
+                         f"{cpu['store']['predicted']:.1f} / {cpu['store']['measured']:.1f} (x{cpu['store']['ratio']:.2f}) | "
+                         f"**{p['total']:.1f}** ({p['extract']:.1f} / {p['chunk']:.1f} / {p['embed']:.1f} / {p['store']:.1f} / "
+                         f"{p['overhead']:.1f}) | **{m['seconds']:.1f}** ({steps}) | x{r['ratio']:.2f} |")
+    runs = [r for v in validation.values() for r in v["runs"]]
+    within = lambda xs: sum(0.75 <= x <= 1.25 for x in xs)  # noqa: E731
+    embed, times = [r["cpu"]["embed"]["ratio"] for r in runs], [r["ratio"] for r in runs]
+    lines += ["", f"Within 25%: embedding CPU {within(embed)} of {len(runs)} runs (x{min(embed):.2f} to x{max(embed):.2f}), "
+                  f"time {within(times)} of {len(runs)} (x{min(times):.2f} to x{max(times):.2f}). The embedding's CPU is "
+                  "what the AWS figures rest on (each Lambda worker has CPU of its own); the time on this machine "
+                  "depends on how much of the two cores other work leaves, which changes within a run.", ""]
     return lines
 
 

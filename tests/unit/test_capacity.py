@@ -65,6 +65,11 @@ def test_cost_and_capacity_grow_with_the_searches():
     assert heavy["acu"] == 18.5  # 3.2 vCPU / 0.7 / 0.25 = 18.3, up to the next half ACU
     assert light["acu"] == 2.0  # 0.32 / 0.7 / 0.25 = 1.83
     assert heavy["monthUsd"]["lambda"] == pytest.approx(10 * light["monthUsd"]["lambda"])
+    # a month of 100 searches a second through API Gateway's REST API at $3.50 a million
+    assert light["monthUsd"]["apiGateway"] == pytest.approx(100 * 730 * 3600 * 3.5e-6)
+    assert light["monthUsd"]["lambda"] == pytest.approx(
+        100 * 730 * 3600 * (15.3e-3 * 2048 / 1024 * 0.0000166667 + 0.2e-6))
+    assert heavy["monthUsd"]["aurora"] == pytest.approx(18.5 * 2 * 730 * 0.12)  # writer and reader
     assert heavy["monthTotalUsd"] > light["monthTotalUsd"]
     assert heavy["proxyConnections"] == 16 * 2  # ceil(15.3) environments, two connections each
 
@@ -91,3 +96,16 @@ def test_lambda_cpu_is_proportional_to_memory():
     assert capacity.lambda_vcpu(20000) == 6
     assert capacity.compute_share(2048 / 1769, 2) == pytest.approx(1 + (2048 / 1769 - 1) * 0.93)
     assert capacity.compute_share(2048 / 1769, 1) == 1
+
+
+def test_the_report_renders_its_tables_and_the_validation():
+    run = {"loadAverage": 3.0, "shareOfACore": 0.5, "embedShare": 0.4, "ratio": 1.1,
+           "predicted": document_seconds(COSTS, Pipeline(width=2), chunks=256),
+           "measured": {"seconds": 30.0, "chunks": 256, "steps": {"embed": 20.0}, "cpu": {}},
+           "cpu": {"embed": {"predicted": 10.0, "measured": 11.0, "ratio": 1.1},
+                   "store": {"predicted": 1.0, "measured": 2.0, "ratio": 2.0}}}
+    text = capacity.report(COSTS, {"2": {"runs": [run]}})
+    assert "**Documents an hour**" in text and "**One 50 MB text file** (62,500 chunks" in text
+    assert "| 2 | 4 | 0.50 (load 3.0) | 10.0 / 11.0 (x1.10) | 1.0 / 2.0 (x2.00) |" in text
+    assert "embedding CPU 1 of 1 runs" in text and "time 1 of 1" in text
+    assert capacity.figures(COSTS, {"2": {"runs": [run]}})["validation"][0]["ratio"] == 1.1
