@@ -496,17 +496,17 @@ def latency_table() -> dict:
 
 # --- validation against the local stack ---------------------------------------------------------
 
-def local_pipeline(width: int, share_one: float, step_overhead_s: float) -> Pipeline:
+def local_pipeline(width: int, other: float, step_overhead_s: float) -> Pipeline:
     """The local stack (localstack/stack.py): one thread an embedding worker (EmbedThreads 1),
     EmbedConcurrency = the width, every worker a process on this machine's cores beside other
-    work. share_one is the share of a core one busy thread got just before (its CPU seconds over
-    its wall seconds); the other work is taken as the runnable threads that explain it, and W
-    embedding workers split the cores with them."""
+    work, counted as `other` runnable threads (the load average when the run starts). A busy
+    thread gets its fair share of the cores: one step alone 1 / (other + 1) of them, each of
+    the W embedding workers 1 / (other + W)."""
     cores = os.cpu_count() or 1
-    other = max(0.0, cores / min(1.0, share_one) - 1)
-    lanes = min(1.0, cores / (other + width))
+    alone = min(1.0, cores / (other + 1))
     return Pipeline(width=width, embed_concurrency=width, pipeline_concurrency=min(8, 4 * cores),
-                    embed_share=lanes, step_share=share_one, store_share=share_one, step_overhead_s=step_overhead_s)
+                    embed_share=min(1.0, cores / (other + width)), step_share=alone, store_share=alone,
+                    step_overhead_s=step_overhead_s)
 
 
 def share_now(samples: list[str]) -> float:
@@ -614,15 +614,15 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
     samples = [text[i * 1200:(i + 1) * 1200] for i in range(24)]
     share = share_now(samples)
     tiny = [ingest_one(env, s3, text[i * 4000:i * 4000 + 2000].encode(), f"tiny-{i}.txt") for i in range(3)]
-    tiny_steps = document_seconds(costs, local_pipeline(width, share, 0), megabytes=tiny_mb)
+    tiny_steps = document_seconds(costs, local_pipeline(width, os.getloadavg()[0], 0), megabytes=tiny_mb)
     overhead = max(0.0, statistics.median(t["seconds"] for t in tiny) - tiny_steps["total"]) / 2
     rows = []
     for run in range(runs):
-        share = share_now(samples)
-        pipe = local_pipeline(width, share, overhead)
+        share = share_now(samples)  # what one thread got just before, beside the load average
+        load_average = os.getloadavg()[0]
+        pipe = local_pipeline(width, load_average, overhead)
         predicted = document_seconds(costs, pipe, megabytes=megabytes)
         start = (run + 1) * size % max(1, len(text) - size)
-        load_average = os.getloadavg()[0]
         measured = ingest_one(env, s3, text[start:start + size].encode(), f"doc-{run}.txt")
         chunks = measured["chunks"] or predicted["chunks"]
         cpu = {"embed": (chunks * costs.chunk_tokens / 1000 * costs.embed_s_per_1k_tokens,
@@ -751,11 +751,12 @@ def validation_lines(validation: dict) -> list[str]:
              "deployed width, run right after (`bench/capacity.py --validate`, at `KB_EMBED_WIDTH=1` and `=2 make up`). "
              "Two predictions: the CPU each step's workers and PostgreSQL spend (from /proc), which other work on "
              "the machine does not change, and the time from upload to PROCESSED. For the time, the workers share "
-             "this machine's two cores with each other and with other work: a thread's share of a core is measured "
-             "just before the run (CPU over wall seconds of embedding a few texts), the other work taken as the "
-             "runnable threads that explain it, the W embedding workers added to them; the emulator's overhead a "
-             "task is calibrated on one-chunk documents. Target: within 25%.", "",
-             "| width | batches | a thread's share of a core before | embed CPU s predicted / measured | store + "
+             "this machine's two cores with each other and with other work, counted as the load average when the "
+             "run starts: a step alone gets 2 / (load + 1) of a core, each of the W embedding workers "
+             "2 / (load + W); the emulator's overhead a task is calibrated on one-chunk documents. The share one "
+             "thread measured just before (CPU over wall seconds of embedding a few texts) is shown beside. "
+             "Target: within 25%.", "",
+             "| width | batches | load average (a thread's measured share of a core) | embed CPU s predicted / measured | store + "
              "database CPU s predicted / measured | time s predicted (extract / chunk / embed / store / "
              "orchestration) | time s measured (steps' own: extract / chunk / embed summed / store) | time measured / "
              "predicted |", "|---|---|---|---|---|---|---|---|"]
@@ -763,7 +764,7 @@ def validation_lines(validation: dict) -> list[str]:
         for r in validation[width]["runs"]:
             p, m, cpu = r["predicted"], r["measured"], r["cpu"]
             steps = " / ".join(f"{m['steps'].get(k, 0):.1f}" for k in ("extract", "chunk", "embed", "store"))
-            lines.append(f"| {width} | {p['batches']} | {r['shareOfACore']:.2f} (load {r['loadAverage']:.1f}) | "
+            lines.append(f"| {width} | {p['batches']} | {r['loadAverage']:.1f} ({r['shareOfACore']:.2f}) | "
                          f"{cpu['embed']['predicted']:.1f} / {cpu['embed']['measured']:.1f} (x{cpu['embed']['ratio']:.2f}) | "
                          f"{cpu['store']['predicted']:.1f} / {cpu['store']['measured']:.1f} (x{cpu['store']['ratio']:.2f}) | "
                          f"**{p['total']:.1f}** ({p['extract']:.1f} / {p['chunk']:.1f} / {p['embed']:.1f} / {p['store']:.1f} / "

@@ -106,6 +106,6 @@ def test_the_report_renders_its_tables_and_the_validation():
                    "store": {"predicted": 1.0, "measured": 2.0, "ratio": 2.0}}}
     text = capacity.report(COSTS, {"2": {"runs": [run]}})
     assert "**Documents an hour**" in text and "**One 50 MB text file** (62,500 chunks" in text
-    assert "| 2 | 4 | 0.50 (load 3.0) | 10.0 / 11.0 (x1.10) | 1.0 / 2.0 (x2.00) |" in text
+    assert "| 2 | 4 | 3.0 (0.50) | 10.0 / 11.0 (x1.10) | 1.0 / 2.0 (x2.00) |" in text
     assert "embedding CPU 1 of 1 runs" in text and "time 1 of 1" in text
     assert capacity.figures(COSTS, {"2": {"runs": [run]}})["validation"][0]["ratio"] == 1.1
