@@ -126,6 +126,7 @@ class Costs:
     latency_by_size: dict = field(default_factory=dict)  # strategy -> {chunks: p50 ms} (docs/benchmarks.json)
     load_average: float = 0.0
     measured: str = ""
+    hnsw_bytes_per_chunk: float = 0.0  # the HNSW index alone: what a semantic search reads at random
 
     @classmethod
     def from_json(cls, data: dict) -> "Costs":
@@ -298,7 +299,8 @@ def search_capacity(costs: Costs, users: int, per_minute: float, chunks: int, mi
     concurrency = rate * fn_ms / 1000
     db_vcpu = rate * db_ms / 1000
     cpu_acu = db_vcpu / DB_CPU_TARGET / VCPU_PER_ACU
-    memory_acu = chunks * costs.db_bytes_per_chunk / 2**30 / (ACU_GIB * BUFFER_SHARE)
+    hot = costs.hnsw_bytes_per_chunk or costs.db_bytes_per_chunk  # what must stay in memory
+    memory_acu = chunks * hot / 2**30 / (ACU_GIB * BUFFER_SHARE)
     acu = max(min_acu, math.ceil(max(cpu_acu, memory_acu) * 2) / 2)
     instances = 2 if high_availability else 1
     connections = math.ceil(concurrency) * CONNECTIONS_PER_WORKER
@@ -423,22 +425,33 @@ def measure_store(chunks, vectors, quick: bool) -> dict:
                 with timed() as t:
                     assert chunk_versions.replace(conn, doc_id=doc["id"], kb_id=kb_id, dim=384, chunks=batch,
                                                   page_count=None, run_id=f"r{run}")
+                if not run:
+                    first_size = _database_bytes()
                 if run:  # the first fills the graph
                     wall += t["wall"]
                     client += t["cpu"]
                     cpu += _postgres_cpu() - cpu_before
                     rows += n
+        size = _database_bytes()
         with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as admin:
-            admin.execute("VACUUM ANALYZE")
-            size = admin.execute("SELECT pg_database_size(current_database())").fetchone()[0]
-            empty = admin.execute("SELECT pg_database_size('template1')").fetchone()[0]
+            hnsw = admin.execute("SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) FROM pg_index i"
+                                 " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
+                                 " WHERE a.amname = 'hnsw'").fetchone()[0]
         print(f"store: {rows:,} chunks in {wall:.1f} s, CPU {client:.1f} s here and {cpu:.1f} s in PostgreSQL",
               flush=True)
         # the writer and the database take turns: a chunk's time is both their CPU
         return {"store_s_per_chunk": (client + cpu) / rows, "store_db_cpu_s_per_chunk": max(cpu, 1e-3) / rows,
-                "db_bytes_per_chunk": (size - empty) / (3 * n)}
+                "db_bytes_per_chunk": (size - first_size) / rows, "hnsw_bytes_per_chunk": hnsw / (3 * n)}
     finally:
         drop_database()
+
+
+def _database_bytes() -> int:
+    import psycopg
+
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as admin:
+        admin.execute("VACUUM ANALYZE")
+        return admin.execute("SELECT pg_database_size(current_database())").fetchone()[0]
 
 
 def measure_search(quick: bool) -> dict:
@@ -594,7 +607,7 @@ def ingest_one(env: dict, s3, body: bytes, name: str) -> dict:
                 return {"seconds": seconds, "status": doc["status"], "chunks": doc.get("chunks"),
                         "cpu": cpu_by_step(before, last | stack_cpu()),
                         "steps": {k: v / 1000 for k, v in (doc.get("stepDurationsMs") or {}).items()}}
-            time.sleep(0.25)
+            time.sleep(0.5)
         raise SystemExit(f"{name} did not finish in 900 s")
     finally:
         requests.delete(f"{api}/knowledge-bases/{kb['id']}", headers=headers, timeout=60)
@@ -675,14 +688,15 @@ def report(costs: Costs, validation: dict | None = None) -> str:
         "top of `bench/capacity.py`). Rerun with `.venv/bin/python bench/capacity.py` (the stack up); "
         "`--width`, `--users`, `--per-minute` and `--chunks` answer for other figures.", "",
         "| measured cost | value |", "|---|---|",
-        f"| extract a text file | {c.extract_s_per_mb:.2f} s a MB |",
+        f"| extract a text file | {c.extract_s_per_mb * 1000:.0f} ms a MB |",
         f"| chunk (default 500 tokens, cut to the model's window: {c.chunk_tokens:.0f} tokens a chunk, "
         f"{c.chunks_per_mb:,.0f} chunks a MB of prose) | {c.chunk_s_per_1k_tokens * 1000:.1f} ms per 1,000 tokens |",
         f"| embed, local model, one thread | {c.embed_s_per_1k_tokens:.2f} s per 1,000 tokens "
         f"({batch_seconds(c, 1.0):.1f} s a batch of {EMBED_BATCH}) |",
         f"| store, one writer into a live HNSW graph | {c.store_s_per_chunk * 1000:.1f} ms a chunk, of which "
         f"PostgreSQL CPU {c.store_db_cpu_s_per_chunk * 1000:.1f} ms |",
-        f"| database size | {c.db_bytes_per_chunk / 1024:.1f} KiB a chunk (rows, HNSW, BM25 postings) |",
+        f"| database size | {c.db_bytes_per_chunk / 1024:.1f} KiB a chunk (rows, HNSW, BM25 postings), of which the "
+        f"HNSW index {c.hnsw_bytes_per_chunk / 1024:.1f} KiB |",
         "| search at {0:,} chunks, query embedding cached: function ms / PostgreSQL CPU ms | ".format(c.measured_chunks)
         + ", ".join(f"{s} {c.search_ms[s]:.1f} / {c.search_db_cpu_ms[s]:.1f}" for s in MIX) + " |",
         f"| a question embedded (embedding cache miss) | {c.query_embed_ms:.1f} ms |", "",
@@ -735,7 +749,8 @@ def report(costs: Costs, validation: dict | None = None) -> str:
                      f"({r['maxConnections']:,}) | {m['lambda']:,.0f} | {m['apiGateway']:,.0f} | {m['aurora'] + m['storage']:,.0f} | "
                      f"{m['rdsProxy']:,.0f} | {m['elastiCache']:,.0f} | {r['monthTotalUsd']:,.0f} |")
     over = [r for r in t["search"] if r["overMaxAcu"]]
-    lines += ["", "ACUs come from the database's CPU or from keeping the corpus's pages in memory, whichever is more; "
+    lines += ["", "ACUs come from the database's CPU or from keeping the corpus's HNSW index in memory (at "
+                  f"{BUFFER_SHARE:.0%} of an ACU's {ACU_GIB} GiB), whichever is more; "
                   + (f"{len(over)} row(s) above need more than `AuroraMaxCapacity` {TEMPLATE_DEFAULTS['AuroraMaxCapacity']}"
                      ": raise it. " if over else "")
               + "Not counted: Aurora I/O (Aurora Standard bills it a million requests; with the corpus in memory "
