@@ -434,7 +434,7 @@ def measure_store(chunks, vectors, quick: bool) -> dict:
                     rows += n
         size = _database_bytes()
         with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as admin:
-            hnsw = admin.execute("SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) FROM pg_index i"
+            hnsw = admin.execute("SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0)::bigint FROM pg_index i"
                                  " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
                                  " WHERE a.amname = 'hnsw'").fetchone()[0]
         print(f"store: {rows:,} chunks in {wall:.1f} s, CPU {client:.1f} s here and {cpu:.1f} s in PostgreSQL",
@@ -787,10 +787,18 @@ def validation_lines(validation: dict) -> list[str]:
     runs = [r for v in validation.values() for r in v["runs"]]
     within = lambda xs: sum(0.75 <= x <= 1.25 for x in xs)  # noqa: E731
     embed, times = [r["cpu"]["embed"]["ratio"] for r in runs], [r["ratio"] for r in runs]
+    got = [r["cpu"]["embed"]["measured"] / r["measured"]["steps"]["embed"] for r in runs
+           if r["measured"]["steps"].get("embed")]
+    expected = [r["embedShare"] for r in runs]
     lines += ["", f"Within 25%: embedding CPU {within(embed)} of {len(runs)} runs (x{min(embed):.2f} to x{max(embed):.2f}), "
                   f"time {within(times)} of {len(runs)} (x{min(times):.2f} to x{max(times):.2f}). The embedding's CPU is "
-                  "what the AWS figures rest on (each Lambda worker has CPU of its own); the time on this machine "
-                  "depends on how much of the two cores other work leaves, which changes within a run.", ""]
+                  "what the AWS figures rest on (each Lambda worker has CPU of its own). The time on this machine "
+                  "depends on how much of the two cores other work leaves, and that changes within a run: the "
+                  + (f"embedding workers got {min(got):.2f} to {max(got):.2f} of a core each (their CPU over their "
+                     f"steps' time) where the load average gave {min(expected):.2f} to {max(expected):.2f}. "
+                     if got else "")
+                  + "The Store's CPU is measured into a graph that already holds chunks, the validation's into an "
+                    "empty knowledge base, and PostgreSQL's CPU in a run counts the status reads of the wait too.", ""]
     return lines
 
 
