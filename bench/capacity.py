@@ -363,7 +363,7 @@ def measure(quick: bool) -> Costs:
     tokens = sum(c.token_count for c in chunks)
     embedder = get_provider("local")
     embedder.embed_documents(["warm up"])
-    sample = [embedded_text(c) for c in chunks[:64 if quick else 192]]
+    sample = [embedded_text(c) for c in chunks[:32 if quick else 192]]
     with timed() as t_embed:
         vectors = embedder.embed_documents(sample)
     sample_tokens = sum(c.token_count for c in chunks[:len(sample)])
@@ -406,7 +406,7 @@ def measure_store(chunks, vectors, quick: bool) -> dict:
     fresh_database()
     try:
         principal, _ = issue_key("org-capacity", "bench")
-        n = 500 if quick else 2000
+        n = 300 if quick else 2000
         rng = np.random.default_rng(0)
         base = np.asarray(vectors, dtype=np.float32)
         with connection() as conn:
@@ -472,7 +472,7 @@ def measure_search(quick: bool) -> dict:
         principal, _ = issue_key("bench-capacity", "bench")
         kb = create_knowledge_base(principal, name="SciFact", description="")
         flat, _ = store(kb, docs)
-        questions = [q["text"] for q in queries[:20]] or [d["title"] for d in docs[:20]]
+        questions = [q["text"] for q in queries[:10 if quick else 20]]
         ms, db_ms = {}, {}
         with as_the_functions(principal):
             for strategy in MIX:
@@ -480,7 +480,7 @@ def measure_search(quick: bool) -> dict:
                     search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q, top_k=10, strategy=strategy))
                 count, cpu_before = 0, _postgres_cpu()
                 with timed() as t:
-                    for i in range(2 if quick else 4):
+                    for i in range(1 if quick else 4):
                         for q in questions:
                             search(principal, SearchRequest(knowledge_base_ids=(kb["id"],), query=q, top_k=10,
                                                             strategy=strategy, max_tokens=50_000 + i))
