@@ -505,6 +505,9 @@ def main() -> None:
             run_scripts(["api_overhead.py"], *(flag or ["--gateway", "--floor"]))
             if not args.quick:  # about 30 minutes uncached, 22 s for 60 abstracts: kept out of the quick harness
                 run_scripts(["chunking.py"])
+            # The capacity model's costs (~1 minute; --quick ~30 s); make bench also checks it against
+            # one document through the local pipeline (--validate, ~2 minutes)
+            run_scripts(["capacity.py"], *(flag or ["--validate"]))
             # Real manuals through the deployed pipeline (~15 minutes); the quick run reads the slice kept
             # in tests/data/manuals/.
             run_scripts(["manuals.py"], *(["--slice"] if args.quick else []))
@@ -536,7 +539,8 @@ def main() -> None:
                       + "\n" + "\n".join(model_precision_section(precision))
                       + "\n".join(["", *scale_section(ours)])
                       + ("\n" + "\n".join(chunking_section(chunking)) if chunking else "")
-                      + ("\n\n## Answers from real manuals\n\n" + manuals_report(manuals) + "\n" if manuals else ""))
+                      + ("\n\n## Answers from real manuals\n\n" + manuals_report(manuals) + "\n" if manuals else "")
+                      + "\n".join(["", *capacity_section(args.quick)]))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
                                                                       "coldStarts": cold,
@@ -548,9 +552,25 @@ def main() -> None:
                                                                       "qualityAtScale": quality_at_scale_json(ours)}
                                   | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
                                   | api_overhead_json(overhead)
-                                  | ({"manuals": manuals["summary"]} if manuals else {}),
+                                  | ({"manuals": manuals["summary"]} if manuals else {})
+                                  | capacity_json(args.quick),
                                   indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
+
+
+def capacity_section(quick: bool) -> list[str]:
+    """The capacity model's tables (bench/capacity.py), from its last measured costs."""
+    import capacity
+
+    costs, validation = capacity.load_saved(quick)
+    return [capacity.HEADING, "", capacity.report(costs, validation), ""] if costs else []
+
+
+def capacity_json(quick: bool) -> dict:
+    import capacity
+
+    costs, validation = capacity.load_saved(quick)
+    return {"capacity": capacity.figures(costs, validation)} if costs else {}
 
 
 def manuals_report(manuals: dict) -> str:

@@ -85,6 +85,11 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
                                                                  "exact-cosine"}
     assert "## At scale: peers and quality" in report
     assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
+    # the capacity model's tables from its quick costs: documents an hour by size and width, searches by load
+    assert "## Capacity planning" in report and "**One 50 MB text file**" in report
+    capacity = figures["capacity"]
+    assert len(capacity["documentsPerHour"]) == 20 and all(r["perHour"] > 0 for r in capacity["documentsPerHour"])
+    assert [r["perSecond"] for r in capacity["search"]][:4] == [10, 100, 1000, 5000]
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
         assert (RESULTS / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
