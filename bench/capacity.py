@@ -676,6 +676,12 @@ def tables(costs: Costs, validation: dict | None = None) -> dict:
     }
 
 
+def prices_month() -> str:
+    """The month the prices were read, as a reader says it (the docs carry no run dates)."""
+    import datetime
+    return datetime.date.fromisoformat(PRICES_READ).strftime("%B %Y")
+
+
 def report(costs: Costs, validation: dict | None = None) -> str:
     """The section of docs/benchmarks.md and docs/aws.md (without its heading)."""
     t = tables(costs)
@@ -683,8 +689,8 @@ def report(costs: Costs, validation: dict | None = None) -> str:
     pipe = aws_pipeline()
     c = costs
     lines = [
-        f"From per-step costs measured on this machine ({c.measured}, load average {c.load_average:.1f}) and AWS's "
-        f"published limits and us-east-1 list prices (read {PRICES_READ}; the constants and their pages are at the "
+        f"From per-step costs measured on this machine (load average {c.load_average:.1f}) and AWS's "
+        f"published limits and us-east-1 list prices (as of {prices_month()}; the constants and their pages are at the "
         "top of `bench/capacity.py`). Rerun with `.venv/bin/python bench/capacity.py` (the stack up); "
         "`--width`, `--users`, `--per-minute` and `--chunks` answer for other figures.", "",
         "| measured cost | value |", "|---|---|",
