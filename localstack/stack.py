@@ -246,7 +246,8 @@ def up(with_demo: bool) -> None:
     started = time.monotonic()
     package.package(LOCAL_DIST, with_layers=False)
     session = boto3.Session(region_name=REGION)
-    legacy.remove_hand_made_deployment(session, BUCKET) or legacy.hold_orphaned_bucket(session, BUCKET, STACK)
+    (legacy.remove_hand_made_deployment(session, BUCKET) or legacy.hold_orphaned_bucket(session, BUCKET, STACK)
+     or legacy.recreate_partial_stack(session, BUCKET, STACK))
     parameters = _stack_parameters(urls)
     try:
         outputs = deploy.deploy(session, STACK, parameters, LOCAL_DIST, timeout=600)
@@ -270,7 +271,7 @@ def up(with_demo: bool) -> None:
                     "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
                     "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK,
                     "KB_FOLDER_SOURCE_ROOTS": parameters["FolderSourceRoots"]})
-    if not emulator_was_running:
+    if not emulator_was_running or restored:
         resume_cut_runs(session, outputs["ReconcileFunctionName"])
     kb, agent = demo_agent(api_url, key)
     mcp_url = f"{api_url}/agents/{agent['id']}/mcp"
