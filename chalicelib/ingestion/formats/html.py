@@ -6,7 +6,13 @@ import re
 from html.parser import HTMLParser
 from typing import Optional
 
-from chalicelib.ingestion.formats.base import HTML, Extracted, Section, SectionBuilder, decode_text
+from chalicelib.ingestion.formats.base import Extracted, Format, Section, SectionBuilder, decode_text
+
+HTML = "text/html"
+# A document that says it is HTML, whatever its name: a doctype or <html> first (after a BOM,
+# an XML declaration and comments).
+_HTML_HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b",
+                        re.I | re.S)
 
 # Heading permalinks: Node.js's "#", Sphinx's "¶", others' "§" and link symbols.
 _PERMALINK = re.compile(r"[\s#¶§🔗]+$")
@@ -301,3 +307,11 @@ def read_html(data: bytes) -> Extracted:
         parser.close()
         sections = parser.finish()
     return Extracted(HTML, sections, title=title)
+
+
+FORMATS = (Format("HTML", (HTML,), lambda data, _type, _limits: read_html(data), library="trafilatura",
+                  notes="main content only (navigation, tables of contents, footers and cookie banners"
+                        " gone), headings as sections; a page trafilatura empties falls back to a plain"
+                        " HTML parser",
+                  extensions={".html": HTML, ".htm": HTML, ".xhtml": HTML},
+                  looks_like=lambda data: bool(_HTML_HEAD.match(data[:1024]))),)
