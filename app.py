@@ -4,7 +4,7 @@ import logging
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from chalice import Chalice
 
-from chalicelib import jobs
+from chalicelib import jobs, process
 from chalicelib.api import (agents, bedrock_compat, console, documents, edge, health, keys, knowledge, knowledge_bases,
                             mcp, openai_compat, search)
 from chalicelib.api.direct_invoke import handle_kb_search
@@ -15,6 +15,7 @@ from chalicelib.knowledge_bases import rebuild  # noqa: F401 - registers its han
 from chalicelib.storage import for_every_organisation
 from chalicelib.storage import migrate as migrations
 
+process.keep_freed_memory()  # for numpy's passes over BM25's postings
 app = Chalice(app_name="kb-service")
 app.log.setLevel(logging.INFO)
 logging.getLogger("chalicelib").setLevel(logging.INFO)

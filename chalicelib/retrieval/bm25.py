@@ -1,57 +1,26 @@
-"""BM25, whole: its constants, its formulas (in Python, numpy and SQL), the bounds that
+"""BM25's scoring: its constants, its formulas (in Python, numpy and SQL), the bounds that
 prune it, and the exact top k of a question over its terms' postings.
 
-At a million chunks (bench/retrieval.py's synthetic ones) this finds 1.000 of exact BM25's
-top 10 (60 questions) where the bounded first pass of migration 0011 found 0.470; a search
-reads a median 177k postings, and keyword search took p50 18.8-20.4 and p95 28.6-31.5 ms
-service-side as kb_app on a quiet machine (seven runs of 60 questions; issue 30 asks 30 ms).
-The commonest terms' blocks hold a candidate almost everywhere there (each SciFact sentence
-is in ~150 synthetic chunks), so block bounds prune little and the time goes to moving and
-adding postings: packing them (migration 0027, 14 -> 3.5 bytes each), adding them by index
-(_Scores) and keeping freed memory for numpy (_keep_freed_memory) took p95 from 76 ms.
-A worker keeps the blocks it has read whole, decoded, for its next searches (storage/terms.py,
-PostingsCache): on the same million chunks, warm, p50 11.3 / p95 14.3 ms through search()
-where pg_textsearch 1.0.0 answered the same 20 questions in 9.0 / 16.4 ms (20.5 / 27.6 ms with
-nothing kept).
-
 Postings are stored per knowledge base and term in blocks of chunk ids with each
-posting's term frequency and chunk length (term_blocks, migrations 0026 and 0027), plus
-the tail written since the last compaction (chunk_terms); chalicelib.storage.terms reads
-them as numpy arrays (a PostingSource). The search here is exact: MaxScore, term at a time.
-Terms are read rarest first and scored whole; a chunk the rest of the terms could still
-lift into the top k is completed from those terms' blocks that hold its id; the commonest
-terms, whose bounds together stay below the k-th score found, are read only there.
+posting's term frequency and chunk length (term_blocks), plus the tail written since the
+last compaction (chunk_terms); chalicelib.storage.term_blocks reads them as numpy arrays (a
+PostingSource), chalicelib.postings is their encoding. The search here is exact: MaxScore,
+term at a time. Terms are read rarest first and scored whole; a chunk the rest of the terms
+could still lift into the top k is completed from those terms' blocks that hold its id; the
+commonest terms, whose bounds together stay below the k-th score found, are read only
+there. Where the commonest terms' blocks hold a candidate almost everywhere, block bounds
+prune little and the time goes to moving and adding postings: hence packed blocks, adding
+by index (_Scores) and the allocator's tuning at process start (chalicelib/process.py).
+The benchmark report (docs/benchmarks.md) has the figures.
 """
-import ctypes
-import ctypes.util
 import math
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
 import numpy as np
 
-from chalicelib.storage import terms as storage_terms
-from chalicelib.storage.terms import Directory, Postings, TermStatistics
-
-
-
-def _keep_freed_memory() -> None:
-    """glibc hands each array over 128 kB its own fresh pages (mmap) and returns them when it
-    is freed, so every pass numpy makes over a question's postings paid a page fault a 4 kB
-    page: at a million chunks unpacking 'result' (201,750 postings) took 8.8 ms, 0.8 ms with
-    freed memory kept for the next array; a keyword search's top over 60 questions as kb_app,
-    three alternating runs each, p50 18.4-20.1 / p95 29.2-32.7 ms, 15.5-16.8 / 25.7-27.3 ms
-    so tuned. Arrays up to 32 MB are taken from the heap, and up to 256 MB freed is kept for
-    the process (the API function has 2 GB). A no-op where the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        for option, value in ((-3, 32 << 20), (-1, 256 << 20), (-2, 64 << 20)):  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_TOP_PAD
-            libc.mallopt(option, value)
-    except (OSError, AttributeError):
-        pass
-
-
-_keep_freed_memory()
+from chalicelib.postings import EMPTY, Directory, Postings
+from chalicelib.storage.terms import TermStatistics
 
 # As Lucene and rank_bm25 default to.
 K1, B = 1.2, 0.75
@@ -359,7 +328,7 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
             if len(firsts) >= WHOLE * len(d.first):
                 firsts = None
         if firsts is None:
-            p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
+            p = source.read([t]).get(t, Postings(*EMPTY))
         else:
             p = source.read_blocks({t: firsts})[t]
         read += len(p.ids)

@@ -26,7 +26,9 @@ def _preview(text: str, full: bool) -> str:
 
 
 def render_results(data: dict, full: bool, several: bool) -> None:
-    columns = ["#", "score", "source", *(["knowledge base"] if several else []), "passage"]
+    """score: what the list is ordered by (hybrid: the fused score, 1.0 first by meaning and by
+    words); cosine: the similarity in meaning to the query, which --min-score applies to."""
+    columns = ["#", "score", "cosine", "source", *(["knowledge base"] if several else []), "passage"]
     rows = []
     for hit in data.get("results") or []:
         source = hit.get("source") or "-"
@@ -34,7 +36,7 @@ def render_results(data: dict, full: bool, several: bool) -> None:
             source += f" p.{hit['page']}"
         if hit.get("alsoIn"):  # the same text, or nearly, in other documents
             source += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
-        rows.append((hit.get("rank"), hit.get("similarity"), source,
+        rows.append((hit.get("rank"), hit.get("similarity"), (hit.get("scores") or {}).get("vectorScore"), source,
                      *([hit.get("knowledgeBaseId")] if several else []),
                      _preview(hit.get("content", hit.get("summary")), full)))
     output.table(columns, rows, empty="no passages matched")
@@ -56,7 +58,7 @@ def search(session: Session,
            max_tokens: Annotated[Optional[int], typer.Option(help="Token budget for the passages"
                                                              " (default 4000).")] = None,
            min_score: Annotated[Optional[float], typer.Option(help="Least cosine similarity to the query"
-                                                              " (0-1).")] = None,
+                                                              " (0-1): the cosine column, not the score.")] = None,
            filter_: Annotated[Optional[str], typer.Option("--filter", help="A Bedrock-style metadata filter as JSON"
                                                           " (or @file.json), e.g. '{\"equals\": {\"key\": \"team\","
                                                           " \"value\": \"support\"}}'.")] = None,
