@@ -1,7 +1,29 @@
-"""What a process sets up once when it starts (app.py, before any request): nothing here
-runs on import, so importing the code changes no process it is imported into."""
+"""What a process sets up once when it starts: app.py and each module of Lambda entry points
+(a blueprint's event handlers, which Lambda imports by themselves) call start(). Nothing else
+here runs on import, so importing the code (tests, the CLI, benchmarks) changes no process."""
 import ctypes
 import ctypes.util
+import logging
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+# One JSON line per message; the pipeline's steps add the document and run it is about.
+LOGGER = Logger(service="kb-service")
+_tuned = False
+
+
+def start() -> None:
+    """Called after the entry point's imports: every chalicelib logger imported so far logs
+    JSON lines through LOGGER, so a line logged during a step (a provider's retry, a dropped
+    connection) names its document and run; and, once a process, freed memory is kept for
+    numpy."""
+    global _tuned
+    logging.getLogger("chalicelib").setLevel(logging.INFO)
+    copy_config_to_registered_loggers(source_logger=LOGGER, include={"chalicelib"})
+    if not _tuned:
+        _tuned = True
+        keep_freed_memory()
 
 
 def keep_freed_memory() -> None:
