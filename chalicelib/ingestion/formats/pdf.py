@@ -4,7 +4,7 @@ import re
 from collections import Counter
 
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.formats.base import Extracted, Format, Limits, Section
+from chalicelib.ingestion.formats.base import Extracted, Format, Section
 
 PDF = "application/pdf"
 
