@@ -129,8 +129,8 @@ class _Scores:
     Kept in an array indexed by id from the lowest seen while the ids span at most
     DENSE_SPAN (a knowledge base's ids are dense unless other tenants wrote between its
     stores): a term's contributions are then added by index, where a sorted merge of each
-    term into those seen (searchsorted, then insert) cost 8 ms a question at a million
-    chunks. Past that span, the sorted merge."""
+    term into those seen (searchsorted, then insert) costs far more at a million chunks.
+    Past that span, the sorted merge."""
 
     def __init__(self, keep: int):
         self.keep = keep
@@ -172,8 +172,7 @@ class _Scores:
         if self._dense is None:
             if not len(self._ids) and high - low < DENSE_SPAN:
                 # A sixteenth more each way: the rarest terms' ids rarely reach the ends of
-                # the knowledge base's (at a million chunks, growing the array twice for the
-                # later terms cost a question 7 ms of copies).
+                # the knowledge base's, and growing the array for the later terms copies it.
                 pad = min((high - low) // 16, (DENSE_SPAN - (high - low + 1)) // 2)
                 self._base, self._dense = max(0, low - pad), np.zeros(high - max(0, low - pad) + pad + 1)
             return
@@ -274,15 +273,11 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
 def _known_floor(q: Bm25Query, source: "PostingSource", scores: "_Scores", unread: list[str], k: int,
                  weight: dict[str, float]) -> float:
     """A floor from whole scores: the KNOWN chunks of best partial score completed with the
-    unread terms (from the few blocks that hold them), the k-th of their exact scores. At a
-    million chunks the k-th partial score after the rarest terms was well under the k-th
-    score, so most terms were read whole before the commonest could be left out: with this
-    floor a search read a median 165,585 postings instead of 185,560 (20 questions, A/B
-    alternating in one process, as kb_app; p50 54.5 against 55.9 ms, machine at load 5-8).
-    Reading the blocks that may hold those chunks straight from term_blocks (a LATERAL probe
-    a term and chunk) instead of the directory and then the blocks saved nothing: the commonest
-    terms' directories were then read by _complete instead (nothing kept, 60 questions x 3
-    alternating: p50 17.9 -> 18.5, p95 28.0 -> 28.9 ms)."""
+    unread terms (from the few blocks that hold them), the k-th of their exact scores. The
+    k-th partial score after the rarest terms is often well under the k-th score, so most
+    terms would be read whole before the commonest could be left out; this floor lets them
+    be left out sooner. The blocks are found through the directory (which _complete reads
+    anyway), not probed one term and chunk at a time."""
     best, sums = scores.best()
     if len(best) < k:
         return 0.0
@@ -303,10 +298,8 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     postings gets the term's bound), from the terms after it their own bounds; only the
     blocks that hold a chunk still in the running are read, and a term whose running chunks
     outnumber its blocks is read whole. The floor (top's, so far) rises and the running thin
-    as terms come. Block bounds for every optional term at once, computed first, pruned a
-    little more but cost more than they saved: at a million chunks (60 questions, A/B
-    alternating in one process as kb_app) p50 28.8 -> 23.8 and p95 52.0 -> 45.1 ms with
-    1-3 % more postings read."""
+    as terms come. (Block bounds for every optional term at once, computed first, prune a
+    little more but cost more than they save.)"""
     term_bound = dict(zip(q.terms, q.bounds))
     ids, sums = scores.above(_below(floor) - sum(term_bound[t] for t in optional))
     directory = source.directory(optional)
@@ -399,10 +392,8 @@ def _surely_read(unread: list[str], bound: dict[str, float], floor: float) -> li
     terms before it cannot make optional: one query for them all, with nothing read that
     reading them one at a time would not. A term adds at most its bound to any chunk, so the
     k-th partial score rises by at most the bounds read, and a term stays essential while
-    its bound and those of the commoner ones reach the floor so raised. At a million chunks
-    reading 11 terms (457,000 postings) together took 8.3 ms, one at a time 12.8 ms; over 60
-    questions (A/B alternating in one process) most batches held one or two terms, and the
-    top 10's p95 went 29.2 -> 28.1 and 30.5 -> 30.0 ms in two runs."""
+    its bound and those of the commoner ones reach the floor so raised. One query for
+    several terms costs less than one a term."""
     batch, lifted = [unread[0]], bound[unread[0]]
     rest = sum(bound[t] for t in unread[1:])
     for t in unread[1:]:

@@ -192,10 +192,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
         side = db.side_connection() if hybrid and snapshot_name else None
         if side is not None:
             # Hybrid's semantic list (the embedding, then the graph) is read on a second
-            # connection in the same snapshot while the keyword list is read on the first.
-            # At a million chunks (as kb_app, 30 questions x 3, the same process): p50 25.9
-            # -> 15.9 ms and p95 38.4 -> 30.6 ms with the embedding cached, p95 44.0 -> 37.5
-            # ms computed, against reading both on one connection.
+            # connection in the same snapshot while the keyword list is read on the first, so
+            # the two lists' times overlap instead of adding up.
             beside = _BESIDE.submit(_embedded_semantic, side, snapshot_name, principal, request, kb_ids, dim,
                                     pool, embed)
             try:
@@ -207,8 +205,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             if semantic is None:  # the side connection failed: read it here, in the same snapshot
                 semantic = _semantic(conn, principal, request, kb_ids, dim, pool, vector)
         else:
-            # Embedded while the keyword list is read: a miss is ~10 ms of the local model's
-            # time, or a round trip to Bedrock or OpenAI, that no longer adds to the database's.
+            # Embedded while the keyword list is read: a miss (the local model's time, or a
+            # round trip to Bedrock or OpenAI) no longer adds to the database's.
             embedding = _BESIDE.submit(embed) if embed is not None else None
             kb_chunks = None
             if request.strategy in ("keyword", "hybrid"):

@@ -84,10 +84,8 @@ class Hit(NamedTuple):
     Retrieval fills them in with _replace as it learns them; `ranking_score` names the one
     the hit's list is ordered by.
 
-    A NamedTuple rather than a frozen dataclass for the copies: a hybrid search (pool 40)
-    makes about 150, and dataclasses.replace took ~7 µs a copy where _replace takes ~1.3;
-    from rows to passages, 1.3 ms a search with the one, 0.4 with the other (0.2 with the
-    dicts before)."""
+    A NamedTuple rather than a frozen dataclass for the copies: a hybrid search makes about
+    150, and dataclasses.replace costs several times what _replace does."""
     chunk_id: int
     kb_id: str
     content: str
@@ -220,7 +218,7 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         # The graph, not a sort of the knowledge base's rows: pgvector's cost estimate
         # grows with m, and for graphs of m 24 (migration 0013) the planner sorted all of
-        # a 10,000-chunk knowledge base instead (43 ms a search against 3).
+        # a 10,000-chunk knowledge base instead, many times slower.
         conn.execute("SET LOCAL enable_sort = off")
         rows = conn.execute(sql.format(order=distance), params).fetchall()
         if len(rows) < top_k:

@@ -23,12 +23,9 @@ class PostingsCache:
     so an entry is read only by a search whose snapshot holds exactly those blocks; and only
     once the search's own statistics, read under row-level security, gave it that version.
     Least recently used out first past `capacity` bytes. Frequencies and lengths are kept in
-    the fewest bytes and widened to float64 as read; arrays kept are read-only.
-
-    At a million chunks, 60 questions asked three times, the first pass untimed (search() as
-    kb_app, A/B alternating with an empty cache in one process, the same answers): keyword
-    p50 22.5 -> 12.3 and p95 34.7 -> 17.3 ms, hybrid (embedding cached) p95 43.1 -> 27.0 ms,
-    with 66 MB kept (494 terms). A worker's first search of a term reads it as before."""
+    the fewest bytes and widened to float64 as read; arrays kept are read-only. Decoding a
+    common term's blocks is most of a keyword search's time; a worker's first search of a
+    term reads it as before (the benchmark report has the figures)."""
 
     def __init__(self, capacity: int):
         self.capacity, self.size = capacity, 0
@@ -81,13 +78,8 @@ class SharedBlocks:
     blocks: the same entries as CACHE's, under the same knowledge base and blocks version
     (migration 0032 makes versions random, so no other database gives the same one), read
     only by a search whose snapshot gave it that version. Redis unreachable or a value that
-    does not decode is a miss: the blocks are read from SQL.
-
-    At a million chunks, as kb_app, a worker that has kept nothing, 60 questions, the two
-    alternating in one process (4-6 rounds, two runs): keyword p50 / p95 29.7 / 44.7 and
-    32.5 / 48.7 ms with Redis empty, 16.8 / 25.4 and 20.3 / 29.6 with what earlier searches
-    shared. The first search of a term after a compaction pays for sharing it: with Redis
-    emptied before every question, 33.7 / 51.2 against 30.0 / 45.6 ms with nothing shared."""
+    does not decode is a miss: the blocks are read from SQL. The first search of a term
+    after a compaction pays for sharing it; the others save decoding it."""
 
     def __init__(self, min_postings: int, seconds: int):
         self.min_postings, self.seconds = min_postings, seconds

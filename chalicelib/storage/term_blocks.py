@@ -16,8 +16,8 @@ from chalicelib.storage import postings_cache as caches
 logger = logging.getLogger(__name__)
 
 # A term's blocks joined into one value per column, in id order: one row (and a few numpy
-# passes) a term instead of one a block; at a million chunks a question's 5,700 blocks cost
-# 13 ms of frombuffer calls and row handling. Blocks are packed (migration 0027): each
+# passes) a term instead of one a block, whose frombuffer calls and row handling add up over
+# a question's thousands of blocks. Blocks are packed (migration 0027): each
 # id as its difference from the one before, each column in its own width a block.
 _JOINED = ("string_agg(int8send(first_id), ''::bytea ORDER BY first_id) AS firsts,"
            " string_agg(int2send(n::smallint) || int2send(id_bytes) || int2send(tf_bytes) || int2send(dl_bytes),"
@@ -143,15 +143,10 @@ class BlockPostings:
         if not asked:
             return found
         # Each column joined into one bytea a term, as the blocks' postings are: parsing
-        # array_agg's text cost 9 ms for a question's 2,500 blocks at a million chunks. The
-        # server's cost is then the rows: the 6,653 blocks of the three commonest terms at a
-        # million chunks take 0.6 ms to scan and 2.3 more to join, in one aggregate or four,
-        # ordered or not. Grouped by knowledge base and term, the index's order, not by term:
-        # the 11,624 blocks of a question's six commonest terms were sorted first (8.2 ms
-        # against 6.2, as kb_app). Keeping each common term's blocks and directory joined in one row
-        # (built under the blocks version, read where it matched) saved no more than the noise
-        # on a quiet machine: a cold keyword search's p50 / p95 19.7-20.9 / 30.8-32.3 ms from
-        # the blocks, 19.3-21.0 / 29.4-29.5 from such rows (60 questions x 3, alternating).
+        # array_agg's text costs more than the query. The server's cost is then the rows, in
+        # one aggregate or four, ordered or not. Grouped by knowledge base and term, the
+        # index's order, not by term, which sorts the blocks first. (Keeping each common
+        # term's blocks and directory joined in one row saved no more than the noise.)
         with self.conn.cursor(binary=True) as cur:
             rows = cur.execute(
                 "SELECT kb_id, term, string_agg(int8send(first_id), ''::bytea ORDER BY first_id) AS first,"
@@ -183,10 +178,9 @@ class BlockPostings:
     def _shared(self, kind: str, terms: list[str], decode) -> dict[str, list]:
         """What other workers shared of these terms ('postings' or 'directory'), each
         knowledge base's, decoded, for the terms all of whose are there and read whole (one
-        that does not decode is left to SQL). The first time a search asks,
-        it reads from SHARED both of every term of the question worth sharing that this worker
-        has not kept, in one round trip (a round trip a read cost a search 2.2 ms on average at a
-        million chunks with Redis emptied before each, one 0.3 ms)."""
+        that does not decode is left to SQL). The first time a search asks, it reads from
+        SHARED both of every term of the question worth sharing that this worker has not kept,
+        in one round trip rather than one a read."""
         versions = list(self._versions.items()) if self._versions else []
         if self._shared_values is None:
             kept = tuple(sorted(versions))
@@ -225,10 +219,9 @@ class BlockPostings:
         if asked:
             # Each term's blocks by `first_id = ANY(...)`, a term at a time (LATERAL): the index
             # gives them in order, so nothing is sorted, and no plan scans the table. A join of
-            # the wanted (term, first id) pairs did: at a million chunks, past ~800 blocks the
-            # planner chose a parallel scan of term_blocks and a sort on disk (113-370 ms, against
-            # 2.6 ms at 484 blocks); this reads 484 blocks in 2.1 ms and 2,418 in 5.8, as kb_app.
-            # A term's ids go as one array literal: psycopg dumping an int a block cost 3 ms for 3,000.
+            # the wanted (term, first id) pairs did: past some hundreds of blocks the planner
+            # chose a parallel scan of term_blocks and a sort on disk. A term's ids go as one
+            # array literal: psycopg dumping an int a block is slower.
             with self.conn.cursor(binary=True) as cur:
                 blocks = cur.execute(
                     "SELECT b.kb_id, w.term, b.firsts, b.layout, b.ids, b.tfs, b.dls"

@@ -206,11 +206,9 @@ def _main_content(tree) -> Optional[list[Section]]:
     # pages), no comments or images (links only to measure link density); fast skips the
     # comparison with the two fallback extractors, which drop headings. The tree is given,
     # so nothing is fetched.
-    # bare_extraction: the XML output's clean-up is quadratic (28 s of 60 on Node.js's
-    # 8 MB all.html) and its tree is the one read here anyway. Measured with
-    # bench/html_extraction.py on the 295 HTML pages of /usr/share/doc (25 MB, on 2 cores
-    # shared at a load of 10 to 46): median 35-37 ms a page, p95 410-440 ms, Node.js's
-    # fs.html (0.66 MB) 1.2-1.6 s, all.html (8.4 MB) 21-30 s.
+    # bare_extraction: the XML output's clean-up is quadratic (half the time on a large page
+    # such as Node.js's 8 MB all.html) and its tree is the one read here anyway
+    # (bench/html_extraction.py measures a page's time).
     document = trafilatura.bare_extraction(
         tree, include_formatting=True, include_tables=True, include_comments=False, include_links=True,
         include_images=False, with_metadata=False, fast=True, deduplicate=False)
