@@ -361,7 +361,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
               "blocks that other workers shared through Redis (each question asked once before, untimed); cold = "
               "the same with Redis emptied too (the first search of a term after a compaction, which also shares "
               "its blocks). The other rows are a warm worker's, which keeps the blocks it has read "
-              "(chalicelib/storage/terms.py). "
+              "(chalicelib/storage/postings_cache.py). "
               "Service-side = Python calling the search service in-process against PostgreSQL and Redis (median "
               "of the runs' percentiles; the p50 spread is min-max over runs). Through API Gateway = HTTP to "
               "ministack's API Gateway, the API Lambda (warm), PostgreSQL and Redis, one run.", "",

@@ -209,7 +209,7 @@ def _copy_synthetic_document(conn, kb_id: str, doc_id: str, picks, sentences: li
 
 def latency(principal, kb, queries, strategy: str, cached: bool, shared: bool = False) -> list[float]:
     """shared: each question asked once untimed first, so that Redis holds the BM25 blocks the
-    service shares between workers (storage/terms.py, SharedBlocks), then only the answers
+    service shares between workers (storage/postings_cache.py, SharedBlocks), then only the answers
     cleared: a worker that has kept nothing (common.nothing_kept) then times what it reads
     from there."""
     import redis
@@ -335,9 +335,9 @@ SQL_REFERENCE_MAX = 200_000
 
 def _summed_bm25(conn, kb_id: str, q) -> list[dict]:
     from chalicelib.retrieval import bm25
-    from chalicelib.storage import terms
+    from chalicelib.storage import term_blocks
 
-    ranked = bm25.exact_reference(q, terms.BlockPostings(conn, [kb_id]), 10)
+    ranked = bm25.exact_reference(q, term_blocks.BlockPostings(conn, [kb_id]), 10)
     rows = conn.execute("SELECT id, document_id, chunk_index FROM chunks WHERE id = ANY(%s)",
                         (ranked.ids.tolist(),)).fetchall()
     where = {r["id"]: r for r in rows}

@@ -26,7 +26,10 @@ def _preview(text: str, full: bool) -> str:
 
 
 def render_results(data: dict, full: bool, several: bool) -> None:
-    columns = ["#", "score", "path", "section", *(["knowledge base"] if several else []), "passage"]
+    """score: what the list is ordered by (hybrid: the fused score, 1.0 first by meaning and by
+    words); cosine: the similarity in meaning to the query, which --min-score applies to."""
+    columns = ["#", "score", "cosine", "path", "section", *(["knowledge base"] if several else []),
+               "passage"]
     rows = []
     for hit in data.get("results") or []:
         where = hit.get("path") or hit.get("source") or "-"  # an entry has no path: its title
@@ -34,7 +37,8 @@ def render_results(data: dict, full: bool, several: bool) -> None:
             where += f" p.{hit['page']}"
         if hit.get("alsoIn"):  # the same text, or nearly, in other documents
             where += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
-        rows.append((hit.get("rank"), hit.get("similarity"), where, hit.get("section"),
+        rows.append((hit.get("rank"), hit.get("similarity"), (hit.get("scores") or {}).get("vectorScore"), where,
+                     hit.get("section"),
                      *([hit.get("knowledgeBaseId")] if several else []),
                      _preview(hit.get("content", hit.get("summary")), full)))
     output.table(columns, rows, empty="no passages matched")
@@ -56,7 +60,7 @@ def search(session: Session,
            max_tokens: Annotated[Optional[int], typer.Option(help="Token budget for the passages"
                                                              " (default 4000).")] = None,
            min_score: Annotated[Optional[float], typer.Option(help="Least cosine similarity to the query"
-                                                              " (0-1).")] = None,
+                                                              " (0-1): the cosine column, not the score.")] = None,
            filter_: Annotated[Optional[str], typer.Option("--filter", help="A Bedrock-style metadata filter as JSON"
                                                           " (or @file.json), e.g. '{\"equals\": {\"key\": \"team\","
                                                           " \"value\": \"support\"}}'.")] = None,

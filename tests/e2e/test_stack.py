@@ -104,7 +104,7 @@ def test_local_env_is_sourced_by_a_shell_and_read_by_every_reader(local_env, tmp
     for name in ("KB_API_URL", "KB_API_KEY", "KB_MCP_URL", "DATABASE_URL", "AWS_ENDPOINT_URL"):
         assert exported.get(name) == local_env[name], name
     assert read_env_file(LOCAL_ENV) == local_env
-    assert console._demo_key(str(LOCAL_ENV)) == local_env["KB_API_KEY"]
+    assert console.assets._demo_key(str(LOCAL_ENV)) == local_env["KB_API_KEY"]
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         import common
@@ -128,7 +128,7 @@ def test_local_env_is_sourced_by_a_shell_and_read_by_every_reader(local_env, tmp
     shell = subprocess.run(["bash", "-c", f"source '{target}' && env -0"], capture_output=True, timeout=30)
     exported = dict(item.split("=", 1) for item in shell.stdout.decode().split("\0") if "=" in item)
     assert {k: exported.get(k) for k in awkward} == awkward
-    assert read_env_file(target) == awkward and console._demo_key(str(target)) == awkward["KB_API_KEY"]
+    assert read_env_file(target) == awkward and console.assets._demo_key(str(target)) == awkward["KB_API_KEY"]
 
 
 class _Health(BaseHTTPRequestHandler):
