@@ -67,7 +67,7 @@ def spread(items: list, k: int) -> list:
 
 
 def assemble(n_files: int) -> list[tuple[str, bytes]]:
-    """[(path in the folder, bytes)]: the shared documents, then HTML and text from the doc
+    """[(path in the folder, bytes)]: the documents of tests/data/docs, then HTML and text from the doc
     tree, written to .kb/bench-cache/real-folder/ as well (for `kb docs upload` by hand)."""
     shared = sorted(p for p in (DATA / "docs").iterdir() if p.is_file())
     html, text = candidates()
@@ -269,7 +269,7 @@ def run(n_files: int, bracket: bool = True) -> dict:
 def lines(r: dict) -> list[str]:
     """The figures as the benchmark prints them and the report quotes them."""
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["kinds"].items(), key=lambda kv: -kv[1]))
-    out = [f"real folder  {r['files']} files ({kinds}), {r['bytes'] / 2**20:.1f} MB: /usr/share/doc and the shared data"]
+    out = [f"real folder  {r['files']} files ({kinds}), {r['bytes'] / 2**20:.1f} MB: /usr/share/doc and tests/data/docs"]
     for label, row in (("in-process", r["inProcess"]), ("deployed", r["deployed"])):
         failed = ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "none"
         steps = ", ".join(f"{k} {row['stepSeconds'][k]:.1f}" for k in STEPS if k in row["stepSeconds"])

@@ -8,6 +8,7 @@ is a rename: a server that runs keeps the file it mapped, new backends load the 
 
     python localstack/portable_pgvector.py     # `make install` runs it after pip
 """
+import functools
 import hashlib
 import os
 import re
@@ -87,11 +88,16 @@ def _variant_key(optflags: str) -> str:
     digest = hashlib.sha256()
     for path in [SOURCE / "Makefile", *sorted((SOURCE / "src").iterdir())]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout
-    server = subprocess.run([str(bindir() / "pg_config"), "--version"], capture_output=True, text=True).stdout
     cpu = " ".join(sorted(services.cpu_flags())) if "native" in optflags else ""
-    digest.update("\0".join((optflags, CFLAGS, gcc, server, cpu)).encode())
+    digest.update("\0".join((optflags, CFLAGS, *_toolchain(), cpu)).encode())
     return digest.hexdigest()[:20]
+
+
+@functools.cache
+def _toolchain() -> tuple[str, str]:
+    """The compiler's and the server's versions."""
+    return (subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout,
+            subprocess.run([str(bindir() / "pg_config"), "--version"], capture_output=True, text=True).stdout)
 
 
 def copy_install(into: Path, vector_so: Path) -> Path:
