@@ -846,7 +846,7 @@ def main() -> None:
     parser.add_argument("--users", type=int)
     parser.add_argument("--per-minute", type=float, default=6)
     parser.add_argument("--chunks", type=int, default=CORPUS_CHUNKS, help="the corpus searched")
-    parser.add_argument("--docs", action="store_true", help="write the section into docs/benchmarks.md and .json")
+    parser.add_argument("--docs", action="store_true", help="write the section into docs/aws.md")
     args = parser.parse_args()
     os.environ["KB_EMBED_THREADS"] = "1"  # the costs are one thread's (one core's)
     suffix = "-quick" if args.quick else ""
@@ -870,11 +870,7 @@ def main() -> None:
         print(f"\n{args.users:,} users at {args.per_minute:g} a minute over {args.chunks:,} chunks: "
               f"{r['perSecond']:,.1f} searches/s, Lambda concurrency {r['lambdaConcurrency']:.1f}, {r['acu']:g} ACUs "
               f"x {r['instances']}, RDS Proxy connections {r['proxyConnections']}, ${r['monthTotalUsd']:,.0f} a month")
-    if args.docs and not args.quick:
-        from report import write_section_docs
-
-        write_section_docs(HEADING, [HEADING, "", report(costs, validation), ""],
-                           {"capacity": figures(costs, validation)})
+    if args.docs and not args.quick:  # the benchmark report takes its section from a whole `make bench`
         write_aws_guide(costs, validation)
 
 
@@ -891,7 +887,7 @@ functions' memory in `.chalice/config.json`. It needs the local stack (`make up`
 .venv/bin/python bench/capacity.py                      # measure the costs, print the tables
 .venv/bin/python bench/capacity.py --report-only --width 16 --users 5000 --per-minute 10 --chunks 2000000
 .venv/bin/python bench/capacity.py --validate           # predict a local run, run it, compare
-.venv/bin/python bench/capacity.py --docs               # refresh this section and docs/benchmarks.md
+.venv/bin/python bench/capacity.py --docs               # refresh this section
 ```
 
 `--report-only` reuses the last measured costs (`.kb/bench-results/capacity.json`); prices change,

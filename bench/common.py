@@ -12,8 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED_DATA = Path(os.environ.get("KB_SHARED_DATA", ROOT.parent / "shared" / "data"))
-SCIFACT = SHARED_DATA / "scifact-subset"
+DATA = ROOT / "tests" / "data"  # the real documents and SciFact, kept in the repository (its README.md)
+SCIFACT = DATA / "scifact-subset"
 CACHE = ROOT / ".kb" / "bench-cache"
 BENCH_DB = "kb_bench"
 
