@@ -1,8 +1,9 @@
 """The Lambda tasks of the ingestion state machine (infra/ingestion.asl.json).
 
-Each step reads its input from S3 references and writes its output back to S3,
-so the state machine's payload (RunState) stays small whatever the document's
-size. A fault worth retrying leaves a step as errors.Transient, which the state
+Each step reads one record of chalicelib/ingestion/model.py and answers one (RunState,
+or RunEnd at a run's end; an Embed child answers nothing). Large data (the text, the chunks,
+their vectors) goes to work files in S3 that WorkFiles names, so the state machine's payload
+stays small whatever the document's size. A fault worth retrying leaves a step as errors.Transient, which the state
 machine retries; any other exception is a defect and goes straight to MarkFailed."""
 import hashlib
 import json
@@ -327,7 +328,8 @@ def mark_failed_step(event: dict) -> dict:
         state = replace(state, error=map_run.child_error(state.document_id, state.run_id, state.error))
     cut_short = None if state.failure else run_cut_short(state.error or {})
     if state.failure:
-        code, message = state.failure["code"], state.failure["message"]
+        failure = Failure.from_json(state.failure)
+        code, message = failure.code, failure.message
     else:
         code, message = failure_from_error(state.error or {})
     with _logged(state, "mark_failed"):
