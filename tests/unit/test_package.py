@@ -91,6 +91,14 @@ def test_the_embedding_fan_out_is_as_wide_as_the_parameter_says(template):
     assert reserved == deploy.EMBED_WORKERS_PER_WIDTH * width
 
 
+def test_the_store_step_writes_as_many_documents_at_once_as_the_limits_say(template):
+    from chalicelib import limits
+
+    assert template["Parameters"]["StoreConcurrency"]["Default"] == limits.STORE_CONCURRENCY
+    store = package.functions(template)["PipelineStore"]["Properties"]
+    assert store["ReservedConcurrentExecutions"] == {"Ref": "StoreConcurrency"}
+
+
 def _statements(template: dict, role: str) -> list[dict]:
     return [st for policy in template["Resources"][role]["Properties"]["Policies"]
             for st in policy["PolicyDocument"]["Statement"]]

@@ -113,3 +113,17 @@ def test_run_state_round_trips_and_keeps_what_a_catch_adds():
              "outcome": "CHUNKED", "manifestKey": "x", "batchCount": 2, "error": {"Error": "E", "Cause": "c"},
              "custom": 1}
     assert RunState.from_json(event).to_json() == event
+
+
+def test_a_50_mb_text_file_fits_the_chunk_limit_even_at_the_local_model_s_chunks():
+    """The distributed Map lifts the inline Map's bound on batches: the limit is raised so a
+    50 MB text file (about 4 characters a token) is one document at the default chunking."""
+    from chalicelib import limits
+    from chalicelib.config import load_settings
+    from chalicelib.ingestion.context import fitting_overlap, fitting_tokens
+
+    settings = load_settings()
+    kb = {"chunk_tokens": settings.default_chunk_tokens, "chunk_overlap": settings.default_chunk_overlap,
+          "embedding_provider": "local"}
+    chunks = (50_000_000 // 4) // (fitting_tokens(kb) - fitting_overlap(kb))
+    assert 70_000 < chunks <= limits.MAX_CHUNKS_PER_DOCUMENT
