@@ -163,11 +163,14 @@ MAX_CHUNKS_PER_DOCUMENT = 80_000
 # version's in transactions of DELETE_BATCH_CHUNKS (storage/chunk_versions.py); each holds the
 # knowledge base's BM25 statistics rows (which a writer of the same knowledge base waits for)
 # until it commits, and must commit inside the pipeline's statement and lock timeouts on a busy
-# database. STORE_CONCURRENCY documents are stored at once (the Store function's reserved
-# concurrency, StoreConcurrency in infra/template.yaml): beyond what one database takes, more
-# writers only wait for each other's locks. Both chosen from
+# database: the smaller batch stored as fast, and held the lock half as long, well inside the
+# 30 s a writer of the same knowledge base waits for it. STORE_CONCURRENCY documents are stored
+# at once (the Store function's reserved concurrency, StoreConcurrency in infra/template.yaml):
+# a second writer added little to the chunks stored a second and doubled each batch's time, so
+# more would only queue on each other's locks; fewer would leave a second large document
+# waiting out its throttle retries. Both chosen from
 # `.venv/bin/python bench/store_rate.py --base 5000 --chunks 1000` (docs/aws.md has its figures).
-STORE_BATCH_CHUNKS = 500
+STORE_BATCH_CHUNKS = 250
 STORE_CONCURRENCY = 2
 DELETE_BATCH_CHUNKS = 2000
 
