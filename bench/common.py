@@ -30,7 +30,9 @@ def local_env() -> dict:
     path = ROOT / ".kb" / "local.env"
     if not path.exists():
         raise SystemExit("the local stack is not up: run `make up` first")
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    from kbcli.config import read_env_file
+
+    return read_env_file(path)
 
 
 def aws_client(service: str):

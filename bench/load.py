@@ -434,7 +434,7 @@ def report(results: dict) -> str:
     lines += ["", (f"**The knee on this machine: {knee['clients']} clients**, {knee['perSecond']:.1f} requests/s, "
                    f"p95 {knee['p95Ms']:.0f} ms, errors {knee['errorRate']:.2%}" if knee else
                    "**No step was within both limits on this machine.**")
-              + f"; the ramp stopped at: {results['stopped']}. Seed 004 asks for 1000+ concurrent users; these "
+              + f"; the ramp stopped at: {results['stopped']}. The target is 1000+ concurrent users; these "
                 f"clients never pause, so {knee['perSecond'] if knee else 0:.0f} requests/s is what "
                 f"{(knee['perSecond'] if knee else 0) * 60 / SEARCHES_PER_USER_PER_MINUTE[0]:,.0f} users searching "
                 f"{SEARCHES_PER_USER_PER_MINUTE[0]} times a minute would send. The knee is the emulator's on two "

@@ -183,7 +183,7 @@ def report(r: dict) -> str:
         lines.append(f"| {label} | {c['texts']:,} | {c['min']:.7f} | {c['p1']:.7f} | {c['median']:.7f} | "
                      f"{c['belowBar']} |")
     qual = r["quality"]
-    lines += ["", f"Issue 30's bar (every cosine >= {r['bar']}): the float16 model {verdict} it."
+    lines += ["", f"The bar (every cosine >= {r['bar']}): the float16 model {verdict} it."
               + (f" Semantic retrieval by exact scan, {r['retrievalQueries']} train queries: nDCG@10 "
                  f"{qual[SHIPPED]['nDCG@10']:.4f} with float16 weights, {qual[BASELINE]['nDCG@10']:.4f} with float32 "
                  f"(recall@10 {qual[SHIPPED]['recall@10']:.4f} and {qual[BASELINE]['recall@10']:.4f})." if qual else ""),

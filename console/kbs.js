@@ -399,7 +399,7 @@ function searchSection(kb) {
   const maxTokens = h('input', { name: 'maxTokens', type: 'number', min: 50, placeholder: '4000' });
   const filter = h('textarea', { name: 'filter', rows: 2, spellcheck: 'false',
     placeholder: '{"equals": {"key": "team", "value": "support"}}' });
-  const debug = h('input', { name: 'debug', type: 'checkbox', checked: true });
+  const debug = h('input', { name: 'debug', type: 'checkbox' });  // off: the answer as every client gets it
   const failure = errorBox();
   const filterField = field('Filter (JSON, Bedrock operators)', filter);
   const results = h('div', { class: 'results', 'aria-live': 'polite' });

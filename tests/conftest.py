@@ -14,8 +14,9 @@ LOCAL_ENV = ROOT / ".kb" / "local.env"
 def read_local_env() -> dict:
     if not LOCAL_ENV.exists():
         pytest.fail(f"{LOCAL_ENV} is missing: the local stack is not up (run `make up` or `make test`)")
-    pairs = (line.split("=", 1) for line in LOCAL_ENV.read_text().splitlines() if "=" in line)
-    return {k: v for k, v in pairs}
+    from kbcli.config import read_env_file
+
+    return read_env_file(LOCAL_ENV)
 
 
 @pytest.fixture(scope="session")

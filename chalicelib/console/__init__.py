@@ -6,6 +6,7 @@ that was not packaged (the unit tests) reads them from console/ directly.
 Assets are a flat, fixed set of text files; a name outside it is not found, whatever
 it spells (no path is ever built from the request beyond a listed name)."""
 import os
+import shlex
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -65,7 +66,13 @@ def _demo_key(path: str) -> Optional[str]:
         return None
     with open(path, encoding="utf-8") as env_file:
         for line in env_file:
-            name, _, value = line.partition("=")
-            if name.strip() == "KB_API_KEY" and value.strip():
-                return value.strip()
+            # `export KB_API_KEY='...'`, as a shell reads it (localstack/stack.py writes it so)
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError:
+                continue
+            for word in words[1:] if words[:1] == ["export"] else words:
+                name, _, value = word.partition("=")
+                if name == "KB_API_KEY" and value:
+                    return value
     return None

@@ -22,7 +22,7 @@ class ChunkingStrategy(str, Enum):
     semantic = "semantic"
 
 
-KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…).", show_default=False)]
+KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…) or name.", show_default=False)]
 
 
 def kb_path(kb_id: str) -> str:

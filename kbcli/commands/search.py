@@ -26,15 +26,15 @@ def _preview(text: str, full: bool) -> str:
 
 
 def render_results(data: dict, full: bool, several: bool) -> None:
-    columns = ["#", "score", "source", *(["knowledge base"] if several else []), "passage"]
+    columns = ["#", "score", "path", "section", *(["knowledge base"] if several else []), "passage"]
     rows = []
     for hit in data.get("results") or []:
-        source = hit.get("source") or "-"
+        where = hit.get("path") or hit.get("source") or "-"  # an entry has no path: its title
         if hit.get("page") is not None:
-            source += f" p.{hit['page']}"
+            where += f" p.{hit['page']}"
         if hit.get("alsoIn"):  # the same text, or nearly, in other documents
-            source += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
-        rows.append((hit.get("rank"), hit.get("similarity"), source,
+            where += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
+        rows.append((hit.get("rank"), hit.get("similarity"), where, hit.get("section"),
                      *([hit.get("knowledgeBaseId")] if several else []),
                      _preview(hit.get("content", hit.get("summary")), full)))
     output.table(columns, rows, empty="no passages matched")
@@ -49,7 +49,7 @@ def search(session: Session,
            query: Annotated[Optional[str], typer.Argument(help="What to look for (not with --batch).",
                                                           show_default=False)] = None,
            kb: Annotated[Optional[list[str]], typer.Option(
-               "--kb", help="A knowledge base's id; repeat it to search several. With --batch, the knowledge"
+               "--kb", help="A knowledge base's id or name; repeat it to search several. With --batch, the knowledge"
                             " bases of the searches that name none.", show_default=False)] = None,
            strategy: Annotated[Optional[Strategy], typer.Option(help="Default: the service's (hybrid).")] = None,
            top_k: Annotated[Optional[int], typer.Option(help="How many passages (1-20, default 5).")] = None,

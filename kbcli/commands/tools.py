@@ -14,8 +14,8 @@ from kbcli.session import Session, YesOption, command, delete_confirmed, new_gro
 
 app = new_group("tools", "An agent's knowledge-base tools: browse, add, configure, edit, remove, invoke, list.")
 
-AgentOption = Annotated[str, typer.Option("--agent", help="The agent's id (agent_…).", show_default=False)]
-KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…).", show_default=False)]
+AgentOption = Annotated[str, typer.Option("--agent", help="The agent's id (agent_…) or name.", show_default=False)]
+KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…) or name.", show_default=False)]
 ToolId = Annotated[str, typer.Argument(help="The tool's id (tool_kb_…) or its name in the agent"
                                               " (search_product_docs).", show_default=False)]
 NameOption = Annotated[Optional[str], typer.Option("--name", help="The tool's name as the model sees it"

@@ -58,7 +58,7 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
         assert re.search(rf"^\| {sort}, first page \| 100 \| 100 \| \d+\.\d \| \d+\.\d( \*\*over\*\*)? \|", report, re.M), sort
         assert re.search(rf"^\| {sort} \| 10 \| 10,000, yes \|", report, re.M), sort
     # seed 004's targets beside the run's figures (the quick ingestion has no 50 MB file)
-    assert "## Seed targets" in report
+    assert "## Targets" in report
     for target in ("queries under 2 s", "> 80% relevant chunks in the top 3", "1000+ concurrent users"):
         assert re.search(rf"^\| {re.escape(target)} \| [^|]+ \| (yes|no|not measured) \|", report, re.M), target
     figures = json.loads((RESULTS / "benchmarks.json").read_text())
