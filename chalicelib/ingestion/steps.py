@@ -3,8 +3,9 @@
 Each step reads one record of chalicelib/ingestion/model.py and answers one (RunState,
 or RunEnd at a run's end; an Embed child answers nothing). Large data (the text, the chunks,
 their vectors) goes to work files in S3 that WorkFiles names, so the state machine's payload
-stays small whatever the document's size. A fault worth retrying leaves a step as errors.Transient, which the state
-machine retries; any other exception is a defect and goes straight to MarkFailed."""
+stays small whatever the document's size. A fault worth retrying leaves a step as
+errors.Transient, which the state machine retries; any other exception is a defect and goes
+straight to MarkFailed."""
 import hashlib
 import json
 import time
