@@ -149,21 +149,29 @@ CHUNK_STRATEGIES = ("fixed", "semantic")  # the first is the default
 SEMANTIC_MAX_SENTENCES = 10_000
 HNSW_MAX_DIMENSION = 2000  # pgvector's HNSW limit for the vector type
 
-# Work per document (issue 33): a file beyond these ends FAILED (TOO_MANY_SECTIONS,
-# TOO_MANY_CHUNKS) in the Chunk step, before any embedding. Measured (extract + chunk, the
-# default 500 tokens / 200 tokens): the Rust Book on one page (1.9 MB HTML, ~550 printed
-# pages) 625 sections, 901 / 1,885 chunks; the Cargo book 1,751 sections, 1,828 / 2,510;
-# an 8 MB generated source file 3,618 / 8,231 chunks; a 5,000-page PDF (MAX_PAGES) at the
-# Rust Book's 480 tokens a page, ~5,000 / ~12,000. The issue's 689 KB Markdown with 50,000
-# headings: 50,000 sections and 50,000 chunks.
+# Work per document: a file beyond these ends FAILED (TOO_MANY_SECTIONS, TOO_MANY_CHUNKS) in
+# the Chunk step, before any embedding. Sections: the Rust Book on one page (1.9 MB HTML, ~550
+# printed pages) has 625, the Cargo book 1,751, a 5,000-page PDF (MAX_PAGES) ~5,000; a 689 KB
+# Markdown file of 50,000 headings is refused. Chunks: a 50 MB text file is ~12.5M tokens, about
+# 28,000 chunks of 500 tokens and 76,000 at the local model's 214 (its window less the context
+# line, overlap 50). The Embed Map is distributed (no payload or history bound on the batches),
+# so what bounds a document is time: 1,250 batches at EmbedWidth 8 on Lambda, and the Store step
+# writing them inside its 900 s (bench/embed_width.py and bench/store_rate.py measure both).
 MAX_SECTIONS_PER_FILE = 20_000
-MAX_CHUNKS_PER_DOCUMENT = 20_000
-# The Store step writes a document's chunks in transactions of this many, and deletes an
-# old version's in transactions of DELETE_BATCH_CHUNKS (storage/chunk_versions.py): each
-# commits in a few seconds, far inside the step's 300 s and the pipeline's statement timeout,
-# and holds the knowledge base's BM25 statistics rows (which a writer of the same knowledge
-# base waits for) no longer than that.
-STORE_BATCH_CHUNKS = 500
+MAX_CHUNKS_PER_DOCUMENT = 80_000
+# The Store step writes a document's chunks in transactions of this many, and deletes an old
+# version's in transactions of DELETE_BATCH_CHUNKS (storage/chunk_versions.py); each holds the
+# knowledge base's BM25 statistics rows (which a writer of the same knowledge base waits for)
+# until it commits, and must commit inside the pipeline's statement and lock timeouts on a busy
+# database: the smaller batch stored as fast, and held the lock half as long, well inside the
+# 30 s a writer of the same knowledge base waits for it. STORE_CONCURRENCY documents are stored
+# at once (the Store function's reserved concurrency, StoreConcurrency in infra/template.yaml):
+# a second writer added little to the chunks stored a second and doubled each batch's time, so
+# more would only queue on each other's locks; fewer would leave a second large document
+# waiting out its throttle retries. Both chosen from
+# `.venv/bin/python bench/store_rate.py --base 5000 --chunks 1000` (docs/aws.md has its figures).
+STORE_BATCH_CHUNKS = 250
+STORE_CONCURRENCY = 2
 DELETE_BATCH_CHUNKS = 2000
 
 # Statement and lock timeouts of the database sessions (storage/db.py), by the path a

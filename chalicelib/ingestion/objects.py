@@ -7,6 +7,7 @@ from urllib.parse import unquote_plus
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import client
+from chalicelib.records import Chunk
 
 SIDECAR_SUFFIX = ".metadata.json"
 # DOTALL: S3 keys may hold newlines and other control characters; such a file is a
@@ -33,10 +34,6 @@ def parse_document_key(key: str) -> Optional[tuple[str, str]]:
 def decoded_key(event_key: str) -> str:
     """S3 event keys are URL-encoded, with '+' for spaces."""
     return unquote_plus(event_key)
-
-
-def work_key(work_prefix: str, doc_id: str, run_id: str, name: str) -> str:
-    return f"{work_prefix}{doc_id}/{run_id}/{name}"
 
 
 def read_bytes(bucket: str, key: str) -> bytes:
@@ -111,6 +108,16 @@ def write_json(bucket: str, key: str, data) -> str:
     client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(data).encode("utf-8"),
                             ContentType="application/json")
     return key
+
+
+def write_chunks(bucket: str, key: str, chunks: list[Chunk]) -> str:
+    """A batch of chunks as a work file: the one place their JSON is written..."""
+    return write_json(bucket, key, [c.to_json() for c in chunks])
+
+
+def read_chunks(bucket: str, key: str) -> list[Chunk]:
+    """...and read back."""
+    return [Chunk.from_json(c) for c in read_json(bucket, key)]
 
 
 def delete_prefix(bucket: str, prefix: str) -> None:

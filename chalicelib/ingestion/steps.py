@@ -1,9 +1,11 @@
 """The Lambda tasks of the ingestion state machine (infra/ingestion.asl.json).
 
-Each step reads its input from S3 references and writes its output back to S3,
-so the state machine's payload (RunState) stays small whatever the document's
-size. A fault worth retrying leaves a step as errors.Transient, which the state
-machine retries; any other exception is a defect and goes straight to MarkFailed."""
+Each step reads one record of chalicelib/ingestion/model.py and answers one (RunState,
+or RunEnd at a run's end; an Embed child answers nothing). Large data (the text, the chunks,
+their vectors) goes to work files in S3 that WorkFiles names, so the state machine's payload
+stays small whatever the document's size. A fault worth retrying leaves a step as
+errors.Transient, which the state machine retries; any other exception is a defect and goes
+straight to MarkFailed."""
 import hashlib
 import json
 import time
@@ -19,14 +21,14 @@ from chalicelib import freshness, indexing, limits, metrics
 from chalicelib.config import load_settings
 from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
-from chalicelib.ingestion import common_lines, objects
+from chalicelib.ingestion import common_lines, map_run, objects
 from chalicelib.ingestion.chunk import chunk_document
 from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
-from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
-                                        Chunk, Failure, RunState)
+from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, IN_FLIGHT, STORED, SUPERSEDED, UNCHANGED,
+                                        BatchInput, BatchItem, Chunk, Failure, RunEnd, RunState, WorkFiles)
 from chalicelib.process import LOGGER
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
@@ -53,7 +55,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _logged(state: RunState | BatchState, name: str) -> Iterator[None]:
+def _logged(state: RunState | BatchInput, name: str) -> Iterator[None]:
     """Every log line in the block names the document, the run and the step."""
     logger.append_keys(document_id=state.document_id, run_id=state.run_id, step=name)
     try:
@@ -63,7 +65,7 @@ def _logged(state: RunState | BatchState, name: str) -> Iterator[None]:
 
 
 @contextmanager
-def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
+def _step(state: RunState | BatchInput, name: str) -> Iterator[None]:
     """Logs carry the document and run; a transient fault becomes Transient; the
     time spent is added to the document's stepDurationsMs[name]."""
     started = time.monotonic()
@@ -78,7 +80,7 @@ def _step(state: RunState | BatchState, name: str) -> Iterator[None]:
         _record_duration(state, name, started)
 
 
-def _record_duration(state: RunState | BatchState, name: str, started: float) -> None:
+def _record_duration(state: RunState | BatchInput, name: str, started: float) -> None:
     """Best effort: the step's work is done, and a lost timing must not make the
     state machine run it again (for Embed, the provider would be paid twice)."""
     millis = int((time.monotonic() - started) * 1000)
@@ -90,8 +92,8 @@ def _record_duration(state: RunState | BatchState, name: str, started: float) ->
         logger.warning("could not record the step's duration: %s", exc)
 
 
-def _work_key(state: RunState | BatchState, name: str) -> str:
-    return objects.work_key(load_settings().work_prefix, state.document_id, state.run_id, name)
+def _work(state: RunState | BatchInput) -> WorkFiles:
+    return WorkFiles.of(load_settings().work_prefix, state.document_id, state.run_id)
 
 
 def _knowledge_base(conn, kb_id: str) -> dict:
@@ -138,7 +140,7 @@ def extract_step(event: dict) -> dict:
             documents.set_content_type(conn, state.document_id, extracted.content_type)
         text = extracted.to_dict()
         if len(json.dumps(text)) > INLINE_TEXT_MAX_BYTES:
-            extracted_key, text = objects.write_json(state.bucket, _work_key(state, "extracted.json"), text), None
+            extracted_key, text = objects.write_json(state.bucket, _work(state).extracted, text), None
         else:
             extracted_key = None
     return replace(state, outcome=EXTRACTED, extracted_key=extracted_key, extracted=text,
@@ -172,14 +174,20 @@ def chunk_step(event: dict) -> dict:
                                    f" tokens (what the knowledge base's model reads of one); the limit is"
                                    f" {limits.MAX_CHUNKS_PER_DOCUMENT:,} a document"))
         if len(chunks) > EMBED_BATCH:
-            batches = [
-                objects.write_json(state.bucket, _work_key(state, f"chunks-{i:05d}.json"),
-                                   [c.to_json() for c in chunks[start:start + EMBED_BATCH]])
-                for i, start in enumerate(range(0, len(chunks), EMBED_BATCH))
-            ]
-            logger.info("cut %d chunks into %d batches", len(chunks), len(batches))
-            return replace(state, outcome=CHUNKED, batches=batches, chunk_count=len(chunks)).to_json()
+            return _fanned_out(state, chunks).to_json()
     return _embed_and_store_here(state, kb, chunks, note if not chunks else None)
+
+
+def _fanned_out(state: RunState, chunks: list[Chunk]) -> RunState:
+    """The chunks written in batches of EMBED_BATCH, and the manifest that lists them for the
+    Embed Map (a distributed Map reads its items from S3: the state stays small)."""
+    work = _work(state)
+    starts = range(0, len(chunks), EMBED_BATCH)
+    for batch, start in enumerate(starts):
+        objects.write_chunks(state.bucket, work.chunks(batch), chunks[start:start + EMBED_BATCH])
+    manifest = objects.write_json(state.bucket, work.manifest, [BatchItem(b).to_json() for b in range(len(starts))])
+    logger.info("cut %d chunks into %d batches", len(chunks), len(starts))
+    return replace(state, outcome=CHUNKED, manifest_key=manifest, batch_count=len(starts), chunk_count=len(chunks))
 
 
 COMMON_LINES_ONLY = ("every line of it is repeated across many documents of the knowledge base"
@@ -231,16 +239,20 @@ def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk], note: 
     return replace(state, outcome=STORED if stored else SUPERSEDED, chunk_count=len(chunks)).to_json()
 
 
-def embed_step(event: dict) -> str:
-    """One Map iteration: embed a batch of chunks; returns the key of the embedded batch."""
-    batch = BatchState.from_json(event)
+def embed_step(event: dict) -> None:
+    """One child of the Embed Map: embeds a batch of chunks into its embedded work file
+    (WorkFiles.embedded), where Store reads it. It answers nothing: a distributed Map
+    gathers its children's answers, and a document of thousands of batches must not
+    bring them back over the state's 256 KiB."""
+    batch = BatchInput.from_json(event)
+    work = _work(batch)
     with _step(batch, "embed"):
         with connection() as conn:
             kb = _knowledge_base(conn, batch.kb_id)
-        chunks = [Chunk.from_json(c) for c in objects.read_json(batch.bucket, batch.batch_key)]
+        chunks = objects.read_chunks(batch.bucket, work.chunks(batch.batch))
         vectors = _embedded(kb, [embedded_text(c) for c in chunks])
-        embedded = [replace(c, embedding=v).to_json() for c, v in zip(chunks, vectors)]
-        return objects.write_json(batch.bucket, batch.batch_key.replace("chunks-", "embedded-"), embedded)
+        objects.write_chunks(batch.bucket, work.embedded(batch.batch),
+                             [replace(c, embedding=v) for c, v in zip(chunks, vectors)])
 
 
 def store_step(event: dict) -> dict:
@@ -256,7 +268,7 @@ def store_step(event: dict) -> dict:
         indexing.after_store(state.kb_id)
     if not stored:
         logger.info("a newer run owns the document; its chunks were left alone")
-    return replace(state, outcome=STORED if stored else SUPERSEDED, embedded=None, batches=None).to_json()
+    return replace(state, outcome=STORED if stored else SUPERSEDED).to_json()
 
 
 def _store_in_batches(conn, state: RunState, kb: dict) -> bool:
@@ -268,11 +280,12 @@ def _store_in_batches(conn, state: RunState, kb: dict) -> bool:
         if start:
             logger.info("resuming after %d chunks written by an earlier attempt", start)
         pending: list[Chunk] = []
-        for i, key in enumerate(state.embedded):
+        work, last = _work(state), state.batch_count - 1
+        for i in range(state.batch_count):
             if (i + 1) * EMBED_BATCH <= start:  # each file holds EMBED_BATCH chunks, in order
                 continue
-            pending += [c for c in map(Chunk.from_json, objects.read_json(state.bucket, key)) if c.chunk_index >= start]
-            while len(pending) >= limits.STORE_BATCH_CHUNKS or (pending and i == len(state.embedded) - 1):
+            pending += [c for c in objects.read_chunks(state.bucket, work.embedded(i)) if c.chunk_index >= start]
+            while len(pending) >= limits.STORE_BATCH_CHUNKS or (pending and i == last):
                 batch, pending = pending[:limits.STORE_BATCH_CHUNKS], pending[limits.STORE_BATCH_CHUNKS:]
                 if not chunk_versions.stage(conn, dim=kb["embedding_dim"], chunks=batch, **where):
                     chunk_versions.discard(conn, state.document_id, state.run_id)
@@ -303,7 +316,7 @@ def finalize_step(event: dict) -> dict:
     with _logged(state, "finalize"):
         logger.info("run finished: %s, %s chunks", state.outcome, state.chunk_count)
     _clean_work(state)
-    return {"documentId": state.document_id, "outcome": state.outcome, "chunkCount": state.chunk_count}
+    return RunEnd(state.document_id, state.outcome, chunk_count=state.chunk_count).to_json()
 
 
 def mark_failed_step(event: dict) -> dict:
@@ -312,9 +325,12 @@ def mark_failed_step(event: dict) -> dict:
     reconcile sweep starts it again once it sees the execution ended. A document this run
     already switched to its chunks keeps that verdict (document_status.mark_failed)."""
     state = RunState.from_json(event)
+    if state.error:
+        state = replace(state, error=map_run.child_error(state.document_id, state.run_id, state.error))
     cut_short = None if state.failure else run_cut_short(state.error or {})
     if state.failure:
-        code, message = state.failure["code"], state.failure["message"]
+        failure = Failure.from_json(state.failure)
+        code, message = failure.code, failure.message
     else:
         code, message = failure_from_error(state.error or {})
     with _logged(state, "mark_failed"):
@@ -330,7 +346,7 @@ def mark_failed_step(event: dict) -> dict:
                            "the run failed (%s %s), but the document is no longer in flight under it", code, message)
         _discard_staged(state)
         _clean_work(state)
-    return {"documentId": state.document_id, "status": "IN_FLIGHT" if cut_short else FAILED, "errorCode": code}
+    return RunEnd(state.document_id, IN_FLIGHT if cut_short else FAILED, error_code=code).to_json()
 
 
 def failure_from_error(error: dict) -> tuple[str, str]:
@@ -399,6 +415,6 @@ def _discard_staged(state: RunState) -> None:
 
 def _clean_work(state: RunState) -> None:
     try:
-        objects.delete_prefix(state.bucket, _work_key(state, ""))
+        objects.delete_prefix(state.bucket, _work(state).prefix)
     except (BotoCoreError, ClientError):
         logger.warning("could not delete the pipeline's work objects", exc_info=True)

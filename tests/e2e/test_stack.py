@@ -16,6 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from chalicelib import limits
+
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -54,9 +56,12 @@ def test_functions_have_their_own_roles_and_embedding_is_bounded(lambda_client, 
     concurrency = lambda_client.get_function_concurrency(FunctionName="kb-service-pipeline-embed")
     assert concurrency["ReservedConcurrentExecutions"] == 2
     # The other steps are bounded by this machine's cores (PipelineConcurrency, four per core, at most 8).
-    for step in ("extract", "chunk", "store", "finalize"):
+    for step in ("extract", "chunk", "finalize"):
         bound = lambda_client.get_function_concurrency(FunctionName=f"kb-service-pipeline-{step}")
         assert bound["ReservedConcurrentExecutions"] == min(8, 4 * (os.cpu_count() or 1)), step
+    # Store by the documents' writes the database takes at once (chalicelib/limits.py).
+    store = lambda_client.get_function_concurrency(FunctionName="kb-service-pipeline-store")
+    assert store["ReservedConcurrentExecutions"] == limits.STORE_CONCURRENCY
 
 
 def test_the_bucket_queues_its_documents_events_for_the_trigger(s3, lambda_client, local_env):

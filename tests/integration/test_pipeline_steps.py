@@ -7,9 +7,10 @@ import time
 import psycopg
 import pytest
 
+from chalicelib.aws import client
 from chalicelib.errors import Transient
-from chalicelib.ingestion import steps
-from chalicelib.ingestion.model import BatchState
+from chalicelib.ingestion import objects, steps
+from chalicelib.ingestion.model import BatchInput, RunState, WorkFiles
 from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.storage import connection, document_status, documents
 
@@ -24,8 +25,8 @@ def pending_doc(tenant):
     return kb, doc
 
 
-def _batch(kb, doc, run_id="run1") -> BatchState:
-    return BatchState(batch_key="k", document_id=doc["id"], kb_id=kb["id"], bucket="b", run_id=run_id)
+def _batch(kb, doc, run_id="run1") -> BatchInput:
+    return BatchInput(batch=0, document_id=doc["id"], kb_id=kb["id"], bucket="b", run_id=run_id)
 
 
 def _durations(doc_id: str) -> dict:
@@ -183,30 +184,53 @@ def test_a_document_of_one_batch_is_embedded_and_stored_by_chunk(pending_doc, em
     """One-page files end their run in Chunk (no Map, no Store, no Finalize), their text
     handed over in the state rather than a work file; a longer document still fans out
     into batches for the Map."""
-    from chalicelib.ingestion import objects
     from chalicelib.ingestion.extract import extract
-    from chalicelib.ingestion.model import RunState
 
     kb, doc = pending_doc
     text = "\n\n".join(f"Paragraph {i} tells of lighthouse number {i} and its keeper. " * 30 for i in range(paragraphs))
     state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
     extracted = extract(text.encode(), "a.txt").to_dict()
     handed_over = ({"extracted": extracted} if inline else
-                   {"extractedKey": objects.write_json(emulator_s3, steps._work_key(state, "extracted.json"), extracted)})
+                   {"extractedKey": objects.write_json(emulator_s3, steps._work(state).extracted, extracted)})
     answer = steps.chunk_step({**state.to_json(), **handed_over, "outcome": "EXTRACTED"})
     assert "extracted" not in answer  # the text does not travel further
     assert answer["outcome"] == outcome
     with connection() as conn:
         stored = conn.execute("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc["id"],)).fetchone()["n"]
         status = documents.get(conn, doc["id"])["status"]
-    work = objects.client("s3").list_objects_v2(Bucket=emulator_s3, Prefix=steps._work_key(state, ""))
+    work = objects.client("s3").list_objects_v2(Bucket=emulator_s3, Prefix=steps._work(state).prefix)
     if outcome == "STORED":
         assert stored == answer["chunkCount"] >= 1 and status == "PROCESSED"
         assert {"chunk", "embed", "store"} <= set(_durations(doc["id"]))
         assert work.get("KeyCount", 0) == 0  # its work files are cleaned up
     else:
-        assert stored == 0 and len(answer["batches"]) == -(-answer["chunkCount"] // steps.EMBED_BATCH) >= 2
-        objects.delete_prefix(emulator_s3, steps._work_key(state, ""))
+        assert stored == 0 and "batches" not in answer
+        _embed_and_store_from_the_manifest(answer, emulator_s3)
+
+
+def _embed_and_store_from_the_manifest(answer: dict, bucket: str) -> None:
+    """What the distributed Embed Map does with a CHUNKED run: one Embed child per item of the
+    manifest the Chunk step wrote (the Map's ItemSelector builds its input), then Store."""
+    state = RunState.from_json(answer)
+    assert state.manifest_key == steps._work(state).manifest
+    items = objects.read_json(bucket, state.manifest_key)
+    assert items == [{"batch": i} for i in range(state.batch_count)]
+    assert state.batch_count == -(-state.chunk_count // steps.EMBED_BATCH) >= 2
+    for item in items:
+        child = BatchInput(batch=item["batch"], document_id=state.document_id, kb_id=state.kb_id, bucket=bucket,
+                           run_id=state.run_id)
+        assert steps.embed_step(child.to_json()) is None  # a child answers nothing: the Map gathers no vectors
+    stored = steps.store_step(answer)
+    assert stored["outcome"] == "STORED" and stored["manifestKey"] == state.manifest_key
+    with connection() as conn:
+        rows = conn.execute("SELECT count(*) AS n, count(embedding) AS e FROM chunks WHERE document_id = %s",
+                            (state.document_id,)).fetchone()
+        assert rows["n"] == rows["e"] == state.chunk_count
+        assert documents.get(conn, state.document_id)["status"] == "PROCESSED"
+    end = steps.finalize_step(stored)
+    assert end == {"documentId": state.document_id, "outcome": "STORED", "chunkCount": state.chunk_count}
+    assert objects.client("s3").list_objects_v2(Bucket=bucket, Prefix=WorkFiles.of(
+        steps.load_settings().work_prefix, state.document_id, state.run_id).prefix).get("KeyCount", 0) == 0
 
 
 def _caught(name: str, message: str) -> dict:
@@ -220,7 +244,6 @@ def test_a_run_cut_short_or_already_stored_is_not_marked_failed(pending_doc, emu
     document FAILED INTERNAL_ERROR. A worker that went away leaves the document in flight
     for the reconcile sweep; a run's switch is its verdict, whatever fails after it."""
     from chalicelib.ingestion.extract import extract
-    from chalicelib.ingestion.model import RunState
 
     kb, doc = pending_doc
     state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
@@ -228,7 +251,7 @@ def test_a_run_cut_short_or_already_stored_is_not_marked_failed(pending_doc, emu
         document_status.mark_processing(conn, doc["id"], "run1", content_hash="h", size_bytes=10, metadata={})
     answer = steps.mark_failed_step({**state.to_json(), "outcome": "EXTRACTED",
                                      "error": _caught("RuntimeError", "Worker process exited immediately. stderr: ")})
-    assert answer["errorCode"] is None
+    assert answer == {"documentId": doc["id"], "outcome": "IN_FLIGHT"}  # no error code
     with connection() as conn:
         row = documents.get(conn, doc["id"])
         assert (row["status"], row["error_code"]) == ("PROCESSING", None)
@@ -254,10 +277,8 @@ def test_chunks_fit_the_model_and_a_search_answers_the_section_around_the_child(
     the model reads with the context line, which names the document and its section and is
     embedded with each chunk; a search ranks those chunks and answers the section around the one
     that matched, up to 500 tokens, once."""
-    from chalicelib.ingestion import objects
     from chalicelib.ingestion.context import context_line, fitting_tokens
     from chalicelib.ingestion.extract import extract
-    from chalicelib.ingestion.model import RunState
     from chalicelib.retrieval import SearchRequest, search
     from chalicelib.storage import knowledge_bases
 
@@ -290,7 +311,7 @@ def test_chunks_fit_the_model_and_a_search_answers_the_section_around_the_child(
     for p in found.passages:  # a parent never crosses into another section
         first, last = p.span or (p.chunk_index, p.chunk_index)
         assert all(by_index[i] == p.headers for i in range(first, last + 1))
-    objects.delete_prefix(emulator_s3, steps._work_key(state, ""))
+    objects.delete_prefix(emulator_s3, steps._work(state).prefix)
 
 
 def _owner(kb):
@@ -300,3 +321,46 @@ def _owner(kb):
         user = conn.execute("SELECT owner_id, org_id FROM knowledge_bases WHERE id = %s", (kb["id"],)).fetchone()
         role = conn.execute("SELECT role FROM users WHERE id = %s", (user["owner_id"],)).fetchone()["role"]
     return Principal(user_id=user["owner_id"], org_id=user["org_id"], role=role)
+
+
+def _failed_map_execution(sfn, child_error: str, child_cause: str) -> str:
+    """An execution of a distributed Map whose one child fails as given, on the emulator's
+    Step Functions; its ARN once it has ended."""
+    definition = {"StartAt": "Embed", "States": {"Embed": {
+        "Type": "Map", "ItemsPath": "$.items", "End": True,
+        "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                          "StartAt": "Batch", "States": {"Batch": {"Type": "Fail", "Error": child_error,
+                                                                   "Cause": child_cause}}}}}}
+    machine = sfn.create_state_machine(name=f"map-failure-{time.monotonic_ns()}", definition=json.dumps(definition),
+                                       roleArn="arn:aws:iam::000000000000:role/states")["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": [{"batch": 0}]}))
+    for _ in range(100):
+        described = sfn.describe_execution(executionArn=execution["executionArn"])
+        if described["status"] != "RUNNING":
+            assert described["error"] == "States.ExceedToleratedFailureThreshold", described
+            return execution["executionArn"]
+        time.sleep(0.1)
+    raise AssertionError("the execution did not end")
+
+
+@pytest.mark.parametrize("child, status, code", [
+    (("IngestionError", json.dumps({"errorMessage": json.dumps({"code": "KB_NOT_FOUND", "message": "gone"})})),
+     "FAILED", "KB_NOT_FOUND"),
+    (("Runtime.ExitError", json.dumps({"errorMessage": "Runtime exited with error: signal: killed"})),
+     "PROCESSING", None)])
+def test_a_failed_embed_batch_decides_the_run_as_it_did_inline(pending_doc, emulator_s3, child, status, code):
+    """A distributed Map that lost a child says only States.ExceedToleratedFailureThreshold:
+    MarkFailed reads the child's own error, so a document's code still reaches its record and a
+    worker that went away still leaves the document in flight for the reconcile sweep."""
+    kb, doc = pending_doc
+    arn = _failed_map_execution(client("stepfunctions"), *child)
+    with connection() as conn:
+        document_status.mark_processing(conn, doc["id"], "run1", content_hash="h", size_bytes=10, metadata={})
+        documents.set_execution(conn, doc["id"], "run1", arn)
+    state = RunState(document_id=doc["id"], kb_id=kb["id"], bucket=emulator_s3, key=doc["s3_key"], run_id="run1")
+    answer = steps.mark_failed_step({**state.to_json(), "outcome": "CHUNKED", "error": {
+        "Error": "States.ExceedToleratedFailureThreshold", "Cause": "The specified tolerated failure threshold was exceeded"}})
+    assert answer.get("errorCode") == code
+    with connection() as conn:
+        row = documents.get(conn, doc["id"])
+    assert (row["status"], row["error_code"]) == (status, code)

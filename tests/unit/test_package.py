@@ -1,5 +1,6 @@
 """`make package` offline: the template Chalice and infra/template.yaml make together, the
 artifacts, their sizes, and the template checks (cfn-lint, checkov)."""
+import fnmatch
 import importlib
 import json
 import shutil
@@ -92,6 +93,55 @@ def test_the_embedding_fan_out_is_as_wide_as_the_parameter_says(template):
     assert reserved == deploy.EMBED_WORKERS_PER_WIDTH * width
 
 
+def test_the_store_step_writes_as_many_documents_at_once_as_the_limits_say(template):
+    from chalicelib import limits
+
+    assert template["Parameters"]["StoreConcurrency"]["Default"] == limits.STORE_CONCURRENCY
+    store = package.functions(template)["PipelineStore"]["Properties"]
+    assert store["ReservedConcurrentExecutions"] == {"Ref": "StoreConcurrency"}
+
+
+def _statements(template: dict, role: str) -> list[dict]:
+    return [st for policy in template["Resources"][role]["Properties"]["Policies"]
+            for st in policy["PolicyDocument"]["Statement"]]
+
+
+def _granted(statements: list[dict], action: str) -> list[str]:
+    """The resources (as their !Sub strings) a role's statements allow action on."""
+    found = []
+    for st in statements:
+        if action in st["Action"]:
+            for resource in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
+                sub = resource.get("Fn::Sub") if isinstance(resource, dict) else resource
+                found.append(sub[0] if isinstance(sub, list) else sub)
+    return found
+
+
+def test_the_distributed_embed_map_may_start_its_children_and_read_its_manifest(template):
+    """A distributed Map starts each item as a child execution of its own state machine and
+    reads its items with the state machine's role; MarkFailed reads a failed child's error."""
+    from chalicelib.ingestion.model import WorkFiles
+
+    machine = template["Resources"]["IngestionStateMachine"]["Properties"]
+    definition = json.loads(machine["DefinitionString"].replace("${EmbedWidth}", "3"))
+    embed = definition["States"]["Embed"]
+    assert embed["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert embed["ItemReader"]["Resource"] == "arn:aws:states:::s3:getObject"
+    states = _statements(template, machine["RoleArn"]["Fn::GetAtt"][0])
+    name = template["Resources"]["IngestionStateMachine"]["Properties"]["StateMachineName"]["Fn::Sub"]
+    assert name == "${ServiceName}-ingestion"
+    assert _granted(states, "states:StartExecution") == [
+        "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:" + name]
+    children = "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:" + name + "/*"
+    assert _granted(states, "states:DescribeExecution") == _granted(states, "states:StopExecution") == [children]
+    manifest = WorkFiles.of("_pipeline/", "doc_1", "run_1").manifest
+    [readable] = _granted(states, "s3:GetObject")
+    assert fnmatch.fnmatchcase("arn:${AWS::Partition}:s3:::${Name}/" + manifest, readable), readable
+    failed = _statements(template, package.functions(template)["PipelineMarkFailed"]["Properties"]["Role"]["Fn::GetAtt"][0])
+    assert _granted(failed, "states:DescribeExecution") == [children]
+    assert _granted(failed, "states:ListMapRuns") and _granted(failed, "states:ListExecutions")
+
+
 def test_the_database_has_a_reader_in_another_zone_when_highly_available(template):
     resources = template["Resources"]
     reader, writer = resources["DatabaseReader"], resources["DatabaseWriter"]["Properties"]
@@ -115,8 +165,8 @@ def _tasks(definition: dict):
     for state in definition["States"].values():
         if state["Type"] == "Task":
             yield state
-        if "Iterator" in state:
-            yield from _tasks(state["Iterator"])
+        if "Iterator" in state or "ItemProcessor" in state:
+            yield from _tasks(state.get("Iterator") or state["ItemProcessor"])
 
 
 def test_each_function_has_a_role_of_its_own_kind(template):

@@ -1,16 +1,18 @@
 """The ingestion state machine's retry policy, read the way Step Functions reads it:
 for an error name, the first retrier whose ErrorEquals names it (or States.ALL)."""
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from chalicelib.errors import Transient
-from chalicelib.ingestion.model import BatchState, RunState
+from chalicelib.ingestion.model import BatchInput, BatchItem, RunState, WorkFiles
+from chalicelib.validate import camel_case
 
 ASL = json.loads((Path(__file__).resolve().parents[2] / "infra" / "ingestion.asl.json").read_text())
 TASKS = {name: state for name, state in ASL["States"].items() if state["Type"] == "Task"}
-TASKS["EmbedBatch"] = ASL["States"]["Embed"]["Iterator"]["States"]["EmbedBatch"]
+TASKS["EmbedBatch"] = ASL["States"]["Embed"]["ItemProcessor"]["States"]["EmbedBatch"]
 WORK_STEPS = ("Extract", "Chunk", "EmbedBatch", "Store", "Finalize")
 
 
@@ -74,14 +76,54 @@ def _paths(node) -> set[str]:
 
 
 def test_the_definition_reads_only_fields_the_run_state_has():
-    run_fields = set(RunState("d", "k", "b", "key", "r").to_json()) | {
-        "outcome", "batches", "embedded", "error", "failure"}
+    run_fields = {camel_case(f.name) for f in fields(RunState)} - {"extra"}
     assert _paths(ASL) <= run_fields
+    assert "manifestKey" in _paths(ASL["States"]["Embed"]["ItemReader"])
+
+
+def test_each_embed_child_gets_a_batch_input_from_its_manifest_item():
+    """The Map's ItemSelector builds exactly a BatchInput: the run's fields from the state, the
+    batch from the manifest item that the Chunk step wrote (BatchItem)."""
     selector = ASL["States"]["Embed"]["ItemSelector"]
-    assert {k[:-2] for k in selector} == set(BatchState("k", "d", "kb", "b", "r").to_json())
+    assert {k[:-2] for k in selector} == {camel_case(f.name) for f in fields(BatchInput)}
+    item = BatchItem(3).to_json()
+    assert selector["batch.$"] == "$$.Map.Item.Value." + next(iter(item))
+
+
+def test_the_embed_map_is_distributed_and_reads_its_items_from_s3():
+    """An inline Map's items and results travel in the state (256 KiB) and its iterations'
+    events count toward the execution's 25,000: a document of many batches needs the
+    distributed Map, its items in the manifest, its children's answers left out of the state."""
+    embed = ASL["States"]["Embed"]
+    assert embed["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    assert "ItemsPath" not in embed and embed["ItemReader"]["ReaderConfig"] == {"InputType": "JSON"}
+    assert embed["ItemReader"]["Parameters"] == {"Bucket.$": "$.bucket", "Key.$": "$.manifestKey"}
+    assert embed["ResultPath"] is None
+
+
+def test_a_run_names_every_work_file_in_one_place():
+    work = WorkFiles.of("_pipeline/", "doc_1", "run_1")
+    keys = [work.extracted, work.manifest, work.chunks(0), work.chunks(12), work.embedded(12)]
+    assert all(k.startswith("_pipeline/doc_1/run_1/") for k in keys) and len(set(keys)) == len(keys)
+    assert work.chunks(12) != work.embedded(12) and work.embedded(12).endswith("-00012.json")
 
 
 def test_run_state_round_trips_and_keeps_what_a_catch_adds():
     event = {"documentId": "doc_1", "kbId": "kb_1", "bucket": "b", "key": "kb/kb_1/a.txt", "runId": "r1",
-             "outcome": "CHUNKED", "batches": ["x"], "error": {"Error": "E", "Cause": "c"}, "custom": 1}
+             "outcome": "CHUNKED", "manifestKey": "x", "batchCount": 2, "error": {"Error": "E", "Cause": "c"},
+             "custom": 1}
     assert RunState.from_json(event).to_json() == event
+
+
+def test_a_50_mb_text_file_fits_the_chunk_limit_even_at_the_local_model_s_chunks():
+    """The distributed Map lifts the inline Map's bound on batches: the limit is raised so a
+    50 MB text file (about 4 characters a token) is one document at the default chunking."""
+    from chalicelib import limits
+    from chalicelib.config import load_settings
+    from chalicelib.ingestion.context import fitting_overlap, fitting_tokens
+
+    settings = load_settings()
+    kb = {"chunk_tokens": settings.default_chunk_tokens, "chunk_overlap": settings.default_chunk_overlap,
+          "embedding_provider": "local"}
+    chunks = (50_000_000 // 4) // (fitting_tokens(kb) - fitting_overlap(kb))
+    assert 70_000 < chunks <= limits.MAX_CHUNKS_PER_DOCUMENT
