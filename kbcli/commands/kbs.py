@@ -29,6 +29,13 @@ def kb_path(kb_id: str) -> str:
     return f"/knowledge-bases/{kb_id}"
 
 
+def chunking_sizes(chunking: dict) -> str:
+    if "parentTokens" in chunking:
+        return (f"passages of up to {chunking['parentTokens']} tokens around chunks of {chunking['childTokens']},"
+                f" overlap {chunking.get('chunkOverlap')}")
+    return f"{chunking.get('chunkTokens')} tokens, overlap {chunking.get('chunkOverlap')}"
+
+
 def render_kb(kb: dict) -> None:
     stats = kb.get("stats") or {}
     embedding, chunking = kb.get("embedding") or {}, kb.get("chunking") or {}
@@ -37,8 +44,7 @@ def render_kb(kb: dict) -> None:
         ("id", kb["id"]), ("name", kb["name"]), ("description", kb.get("description")),
         ("visibility", kb.get("visibility")),
         ("embedding", f"{embedding.get('provider')} / {embedding.get('model')} ({embedding.get('dimension')} dims)"),
-        ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking.get('chunkTokens')} tokens,"
-                     f" overlap {chunking.get('chunkOverlap')}"),
+        ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking_sizes(chunking)}"),
         ("rerank", "by default" if (kb.get("search") or {}).get("rerank") else "when a search asks"),
         ("documents", f"{stats.get('documentCount', 0)} ("
                       + ", ".join(f"{k.lower()} {v}" for k, v in by_status.items()) + ")"),
@@ -150,7 +156,7 @@ def delete(session: Session, kb_id: KbId, yes: YesOption = False):
 def render_rebuild(rebuild: dict) -> None:
     docs, chunking = rebuild["documents"], rebuild["chunking"]
     output.fields([("rebuild", rebuild["id"]), ("status", rebuild["status"]),
-                   ("chunking", f"{chunking['chunkTokens']} tokens, overlap {chunking['chunkOverlap']}"),
+                   ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking_sizes(chunking)}"),
                    ("documents", f"{docs['processed']} of {docs['total']} processed, {docs['failed']} failed"
                                  f" ({docs['started']} started)"),
                    ("error", (rebuild.get("error") or {}).get("message"))])
