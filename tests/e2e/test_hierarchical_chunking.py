@@ -98,8 +98,9 @@ def test_a_knowledge_base_keeps_its_chunking_until_a_rebuild_moves_it_to_hierarc
                     ).json()["error"]["message"].startswith("chunking.childTokens:")
     rebuild = _data(api.call("POST", f"{path}/rebuild", {"chunking": {
         "strategy": "hierarchical", "parentTokens": 300, "childTokens": 60}}), 202)
+    # a new strategy takes its defaults for what the request leaves out: overlap 50, at most half a child
     assert rebuild["chunking"] == {"strategy": "hierarchical", "parentTokens": 300, "childTokens": 60,
-                                   "chunkOverlap": 0}
+                                   "chunkOverlap": 30}
     deadline = time.monotonic() + 120
     while rebuild["status"] == "RUNNING" and time.monotonic() < deadline:
         time.sleep(0.5)
