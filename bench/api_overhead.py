@@ -282,7 +282,7 @@ def report(results: dict) -> str:
              f"cache, the retrieval event, the view), logged in as `kb_app`; {results['requests']} requests, load "
              f"average {results['loadBefore']} before and {results['loadAfter']} after. Each stage's time excludes "
              f"the stages it calls. A request made **{results['redisRoundTrips']:g} Redis round trips and "
-             f"{results['sqlStatements']:g} SQL statement{'' if results['sqlStatements'] == 1 else 's'}** (5 and 4 before issue 30's one round trip, "
+             f"{results['sqlStatements']:g} SQL statement{'' if results['sqlStatements'] == 1 else 's'}** (one round trip: "
              "remembered key callers and remembered views of the knowledge bases, `access.searchable`).", "", "| stage | p50 ms | p95 ms |", "|---|---|---|"]
     lines += [f"| {r['stage']} | {r['p50']:.3f} | {r['p95']:.3f} |" for r in results["stages"]]
     lines.append(f"| **request** | **{results['total']['p50']:.3f}** | **{results['total']['p95']:.3f}** |")

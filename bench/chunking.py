@@ -1,6 +1,6 @@
 """Chunking strategies on SciFact: fixed against semantic at the same chunk size.
 
-    .venv/bin/python bench/chunking.py [--quick] [--sizes 64,200,500] [--docs]
+    .venv/bin/python bench/chunking.py [--quick] [--sizes 64,200,500]
 
 In process, without the stack: the 2,101 abstracts are chunked by each strategy as the
 Chunk step does (chalicelib/ingestion), the chunks embedded with the local model, and
@@ -11,9 +11,8 @@ tokens), so at the default 500 tokens most are one fixed chunk; 64 and 200 are w
 both strategies have to cut. Every embedding (sentences, chunks, queries) is cached on
 disk by content (.kb/bench-cache): the first full run took about 30 minutes on 2 cores
 (beside other work), a run with the caches filled 46 s.
---quick: 60 abstracts and one size, to check the harness. --docs also writes the
-figures into docs/benchmarks.json and docs/benchmarks.md (make bench does that through
-report.py).
+--quick: 60 abstracts and one size, to check the harness. Results go to
+.kb/bench-results/chunking.json; docs/benchmarks.* come from a whole `make bench` (report.py).
 """
 import argparse
 import statistics
@@ -92,7 +91,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="60 abstracts, one size: checks the harness runs")
     parser.add_argument("--sizes", default="64,200,500", help="chunkTokens to compare at")
-    parser.add_argument("--docs", action="store_true", help="write docs/benchmarks.json and .md too")
     args = parser.parse_args()
     docs = corpus(60 if args.quick else None)
     queries, qrels = queries_and_qrels({d["_id"] for d in docs})
@@ -115,10 +113,6 @@ def main() -> None:
               f"{p['interval'][1]:+.4f})", flush=True)
     results = {"abstracts": len(docs), "queries": len(queries), "rows": rows, "measured": time.strftime("%Y-%m-%d")}
     save_results("chunking", args.quick, results)
-    if args.docs and not args.quick:
-        from report import write_chunking_docs
-
-        write_chunking_docs(results)
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ CACHED_QUERIES = ("How do I make a file searchable?", "What file types can I upl
 CHILD = """
 import json, sys, time
 started = time.perf_counter()
-import app
-handler = getattr(app, sys.argv[1])
+import importlib
+module, _, name = sys.argv[1].rpartition(".")
+handler = getattr(importlib.import_module(module), name)
 imported = time.perf_counter()
 print(json.dumps({"importMs": (imported - started) * 1000,
                   "loaded": [m for m in sys.argv[2].split(",") if m in sys.modules]}))
@@ -64,11 +65,12 @@ def uptime() -> str:
 
 
 def handlers() -> dict[str, str]:
-    """{function name as deployed: app.py attribute}: the API and every @app.lambda_function."""
+    """{function name as deployed: its handler (module.attribute)}: the API and every blueprint's
+    lambda_function."""
     sys.path.insert(0, str(ROOT))
     import app
 
-    return {"api": "app"} | {f.name: f.handler_string.split(".", 1)[1] for f in app.app.pure_lambda_functions}
+    return {"api": "app.app"} | {f.name: f.handler_string for f in app.app.pure_lambda_functions}
 
 
 def imports(runs: int) -> dict:

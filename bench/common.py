@@ -12,8 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED_DATA = Path(os.environ.get("KB_SHARED_DATA", ROOT.parent / "shared" / "data"))
-SCIFACT = SHARED_DATA / "scifact-subset"
+DATA = ROOT / "tests" / "data"  # the real documents and SciFact, kept in the repository (its README.md)
+SCIFACT = DATA / "scifact-subset"
 CACHE = ROOT / ".kb" / "bench-cache"
 BENCH_DB = "kb_bench"
 
@@ -30,7 +30,9 @@ def local_env() -> dict:
     path = ROOT / ".kb" / "local.env"
     if not path.exists():
         raise SystemExit("the local stack is not up: run `make up` first")
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    from kbcli.config import read_env_file
+
+    return read_env_file(path)
 
 
 def aws_client(service: str):
@@ -101,8 +103,10 @@ def fresh_database() -> str:
 def as_the_functions(principal):
     """Searches as the deployed functions run them: logged in as kb_app, with row-level
     security limiting every statement to the caller's organisation (migration 0008)."""
+    from chalicelib import process
     from chalicelib.storage import acting_for, db
 
+    process.keep_freed_memory()  # as app.py does when a function starts
     owner = os.environ["DATABASE_URL"]
     os.environ["DATABASE_URL"] = db.functions_login(owner)
     db.reset()
@@ -122,14 +126,14 @@ def forget_answers(client) -> None:
 @contextmanager
 def nothing_kept():
     """The service as a worker's first searches find it: no BM25 blocks kept from earlier ones
-    (chalicelib/storage/terms.py's CACHE swapped for an empty one that keeps nothing)."""
-    from chalicelib.storage import terms
+    (chalicelib/storage/postings_cache.py's CACHE swapped for an empty one that keeps nothing)."""
+    from chalicelib.storage import postings_cache
 
-    kept, terms.CACHE = terms.CACHE, terms.PostingsCache(0)
+    kept, postings_cache.CACHE = postings_cache.CACHE, postings_cache.PostingsCache(0)
     try:
         yield
     finally:
-        terms.CACHE = kept
+        postings_cache.CACHE = kept
 
 
 @contextmanager

@@ -324,7 +324,7 @@ def report(results: dict) -> str:
              "Beside it the page query alone, and the views and JSON the API adds. Deep: the page a walk by "
              "nextToken reached half-way through what the query matches. Median and p95 of "
              f"{results['runs']} calls; the plan is EXPLAIN (ANALYZE, BUFFERS) of the page query. "
-             f"Issue 27's target: p95 <= {target} ms service-side.", "",
+             f"The target: p95 <= {target} ms service-side.", "",
              "| query | limit | rows | p50 ms | p95 ms | page query p50 ms | views + JSON p50 ms | plan of the page query |",
              "|---|---|---|---|---|---|---|---|"]
     for c in results["cases"]:

@@ -23,8 +23,9 @@ EMBED_BATCH = 64
 
 
 def _env() -> dict:
-    pairs = (line.split("=", 1) for line in (ROOT / ".kb" / "local.env").read_text().splitlines() if "=" in line)
-    return dict(pairs)
+    from kbcli.config import read_env_file
+
+    return read_env_file(ROOT / ".kb" / "local.env")
 
 
 def _call(env: dict, method: str, path: str, body=None) -> dict:

@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Optional
 
-from common import SHARED_DATA as SHARED, aws_client, local_env, percentile, save_results
+from common import DATA, SCIFACT, aws_client, local_env, percentile, save_results
 
 
 @contextlib.contextmanager
@@ -43,7 +43,7 @@ def scratch_knowledge_base(prefix: str, chunking: Optional[dict] = None):
 def bench_extraction(runs: int) -> dict:
     from chalicelib.ingestion.extract import extract
 
-    pdfs = [(p.name, p.read_bytes()) for p in sorted((SHARED / "docs").glob("*.pdf"))]
+    pdfs = [(p.name, p.read_bytes()) for p in sorted((DATA / "docs").glob("*.pdf"))]
     rates = []
     for _ in range(runs):
         started, pages = time.perf_counter(), 0
@@ -55,7 +55,7 @@ def bench_extraction(runs: int) -> dict:
 
 
 def scifact_texts(n: int) -> list[str]:
-    with open(SHARED / "scifact-subset" / "corpus.jsonl") as fh:
+    with open(SCIFACT / "corpus.jsonl") as fh:
         return [json.loads(line)["text"] for _, line in zip(range(n), fh)]
 
 
@@ -129,7 +129,7 @@ def fifty_mb_pdf() -> bytes:
 
     from pypdf import PdfReader, PdfWriter
 
-    writer = PdfWriter(clone_from=PdfReader(SHARED / "docs" / "GeoBase_NHNC1_Data_Model_UML_EN.pdf"))
+    writer = PdfWriter(clone_from=PdfReader(DATA / "docs" / "GeoBase_NHNC1_Data_Model_UML_EN.pdf"))
     writer.add_attachment("scans.bin", os.urandom(50 * 1024 * 1024))
     out = io.BytesIO()
     writer.write(out)

@@ -2,7 +2,7 @@
 1 s or errors pass 0.1%, and what the same workload needs on AWS, worked out from the
 per-request costs measured on the way.
 
-    .venv/bin/python bench/load.py [--quick] [--seconds 10] [--steps 1,2,4,...] [--docs]
+    .venv/bin/python bench/load.py [--quick] [--seconds 10] [--steps 1,2,4,...]
 
 Against the running local stack (`make up`), in the benchmark database (kb_bench, SciFact's
 abstracts) with the deployed API Lambda pointed at it (bench/api.py). Each client is a
@@ -434,7 +434,7 @@ def report(results: dict) -> str:
     lines += ["", (f"**The knee on this machine: {knee['clients']} clients**, {knee['perSecond']:.1f} requests/s, "
                    f"p95 {knee['p95Ms']:.0f} ms, errors {knee['errorRate']:.2%}" if knee else
                    "**No step was within both limits on this machine.**")
-              + f"; the ramp stopped at: {results['stopped']}. Seed 004 asks for 1000+ concurrent users; these "
+              + f"; the ramp stopped at: {results['stopped']}. The target is 1000+ concurrent users; these "
                 f"clients never pause, so {knee['perSecond'] if knee else 0:.0f} requests/s is what "
                 f"{(knee['perSecond'] if knee else 0) * 60 / SEARCHES_PER_USER_PER_MINUTE[0]:,.0f} users searching "
                 f"{SEARCHES_PER_USER_PER_MINUTE[0]} times a minute would send. The knee is the emulator's on two "
@@ -492,8 +492,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help=f"steps {QUICK_STEPS}, 2 s each, 200 abstracts")
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--steps", help="comma-separated client counts")
-    parser.add_argument("--docs", action="store_true", help="write the section into docs/benchmarks.md and loadKnee "
-                                                            "into docs/benchmarks.json (make bench does both)")
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")] if args.steps else (QUICK_STEPS if args.quick else STEPS)
     seconds = args.seconds or (2 if args.quick else 10)
@@ -518,10 +516,6 @@ def main() -> None:
         results["perRequest"], results["paper"] = per_request(results), paper(results)
     save_results("load", args.quick, results)
     print(report(results))
-    if args.docs and not args.quick:
-        from report import LOAD_HEADING, load_section, write_section_docs
-
-        write_section_docs(LOAD_HEADING, load_section(results), {"loadKnee": figures(results)})
 
 
 if __name__ == "__main__":

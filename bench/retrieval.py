@@ -113,14 +113,17 @@ def min_score_sweep(docs: list[dict], queries: list[dict], qrels: dict) -> list[
     return rows
 
 
-def fusion_sweep(principal, kb, queries, qrels, doc_to_corpus) -> list[dict]:
+def fusion_sweep(principal, kb, queries, qrels, doc_to_corpus, quick: bool = False) -> list[dict]:
     """Hybrid quality by fusion method and semantic weight (keyword = 1 - it), in the
-    service: by score (min-max normalised, the default) and by rank (RRF, k 60)."""
+    service: by score (min-max normalised, the default) and by rank (RRF, k 60). quick: the
+    ends, the service's weight and one by rank (the harness check's; make bench sweeps all)."""
     from chalicelib import limits
 
     rows = []
     print(f"\n{'fusion':6} {'semantic weight':>15} {'nDCG@10':>8} {'R@10':>7}")
-    for method, weights in (("score", [i / 10 for i in range(11)]), ("rank", [0.3, 0.5, 0.7])):
+    grid = ((("score", sorted({0.0, limits.HYBRID_WEIGHTS[0], 1.0})), ("rank", [0.5])) if quick
+            else (("score", [i / 10 for i in range(11)]), ("rank", [0.3, 0.5, 0.7])))
+    for method, weights in grid:
         for w in weights:
             scores = quality(run_queries(principal, kb, queries, doc_to_corpus, "hybrid",
                                          hybrid_weights=(w, 1 - w), fusion=method), qrels)
@@ -209,7 +212,7 @@ def _copy_synthetic_document(conn, kb_id: str, doc_id: str, picks, sentences: li
 
 def latency(principal, kb, queries, strategy: str, cached: bool, shared: bool = False) -> list[float]:
     """shared: each question asked once untimed first, so that Redis holds the BM25 blocks the
-    service shares between workers (storage/terms.py, SharedBlocks), then only the answers
+    service shares between workers (storage/postings_cache.py, SharedBlocks), then only the answers
     cleared: a worker that has kept nothing (common.nothing_kept) then times what it reads
     from there."""
     import redis
@@ -335,9 +338,9 @@ SQL_REFERENCE_MAX = 200_000
 
 def _summed_bm25(conn, kb_id: str, q) -> list[dict]:
     from chalicelib.retrieval import bm25
-    from chalicelib.storage import terms
+    from chalicelib.storage import term_blocks
 
-    ranked = bm25.exact_reference(q, terms.BlockPostings(conn, [kb_id]), 10)
+    ranked = bm25.exact_reference(q, term_blocks.BlockPostings(conn, [kb_id]), 10)
     rows = conn.execute("SELECT id, document_id, chunk_index FROM chunks WHERE id = ANY(%s)",
                         (ranked.ids.tolist(),)).fetchall()
     where = {r["id"]: r for r in rows}
@@ -421,14 +424,20 @@ def api_latency(kb, key: str, sample) -> dict:
         return api.latency(kb["id"], key, sample, os.environ["REDIS_URL"])
 
 
-def api_throughput(kb, key: str, sample, seconds: float) -> list[dict]:
+# Concurrent clients of the throughput table. Each client warms a worker of its own, and a
+# worker's start imports the app and loads the model: 16 of them took a minute of the quick
+# harness check (make test's) on two cores, so --quick stops at 4.
+THROUGHPUT_CLIENTS, QUICK_THROUGHPUT_CLIENTS = (1, 4, 16), (1, 2, 4)
+
+
+def api_throughput(kb, key: str, sample, seconds: float, levels=THROUGHPUT_CLIENTS) -> list[dict]:
     """The service's own throughput: its stage's throttle lifted (api.stage_unthrottled)."""
     import api
 
     with api.api_pointed_at(os.environ["DATABASE_URL"], os.environ["REDIS_URL"]), api.stage_unthrottled() as own:
         lifted = own != (None, None)
         return [{**api.throughput(kb["id"], key, sample, clients, seconds), "stageThrottleLifted": lifted}
-                for clients in (1, 4, 16)]
+                for clients in levels]
 
 
 def api_cold_bursts(kb, key: str, sample, sizes: tuple[int, ...]) -> list[dict]:
@@ -476,18 +485,20 @@ def main() -> dict:
     results = {"corpus": len(docs), "chunks": len(flat), "queries": len(queries), "quality": {}, "latency": {}}
     print(f"\n{'strategy':10} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7}")
     for strategy in STRATEGIES:
+        started = time.perf_counter()
         scores = quality(run_queries(principal, kb, queries, doc_to_corpus, strategy), qrels)
-        results["quality"][strategy] = scores
+        results["quality"][strategy] = scores | {"seconds": time.perf_counter() - started}
         print(f"{strategy:10} {scores['nDCG@10']:8.4f} {scores['recall@10']:7.4f} "
               f"{scores['recall@100']:7.4f} {scores['MRR@10']:7.4f}")
 
-    results["fusion"] = fusion_sweep(principal, kb, queries, qrels, doc_to_corpus)
+    results["fusion"] = fusion_sweep(principal, kb, queries, qrels, doc_to_corpus, args.quick)
     results["minScore"] = min_score_sweep(docs, queries, qrels)
 
     sample = queries[: (10 if args.quick else args.queries)]
     results["latencyQueries"] = len(sample)
     results["throughputSeconds"] = 1 if args.quick else 15
-    results["throughput"] = api_throughput(kb, key, sample[:20], results["throughputSeconds"])
+    results["throughput"] = api_throughput(kb, key, sample[:20], results["throughputSeconds"],
+                                           QUICK_THROUGHPUT_CLIENTS if args.quick else THROUGHPUT_CLIENTS)
     print(f"\nthrough API Gateway, {len(flat)} chunks, cached query embeddings:")
     print(f"{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for row in results["throughput"]:
@@ -520,8 +531,10 @@ def main() -> dict:
         row["bm25"] = bm25_agreement(principal, kb, sample[:20])
         row["api"] = api_latency(kb, key, sample)
         print_size(size, row)
+        # on the real corpus alone the strategies' quality is the one measured above (the same searches)
         row |= scale.measure(size, principal, kb, queries, qrels, doc_to_corpus, sample[:peers_scale.PEER_QUERIES],
-                             row["serviceEfSearch"], peers=size > len(flat))
+                             row["serviceEfSearch"], peers=size > len(flat),
+                             known=results["quality"] if size == len(flat) else None)
     scale.close()
     save_results("retrieval", args.quick, results)
     drop_database()

@@ -200,13 +200,13 @@ DATABASE_RETRY_AFTER_SECONDS = 2
 # taking batches this long before its own timeout.
 BM25_REPACK_BLOCKS = 500
 # Decoded BM25 postings a worker keeps between searches, under their knowledge base's blocks
-# version (storage/terms.py, PostingsCache), at ~11 bytes a posting: 96 MB of the API
+# version (storage/postings_cache.py, PostingsCache), at ~11 bytes a posting: 96 MB of the API
 # function's 2 GB holds ~9M postings, the commonest terms of several million-chunk knowledge
 # bases (60 questions at a million chunks read 102 terms of 20,000 postings or more, 4.6M
 # postings in all).
 BM25_POSTINGS_CACHE_BYTES = 96 << 20
 # A term with at least this many postings (over the knowledge bases searched) is shared between
-# workers through Redis once decoded (storage/terms.py, SharedBlocks), with its directory: a
+# workers through Redis once decoded (storage/postings_cache.py, SharedBlocks), with its directory: a
 # rarer term costs less to read from SQL than the round trip. At a million chunks 875 of 26,168
 # terms have 10,000 or more, 188 MB at ~5 bytes a posting if every one were asked.
 BM25_SHARED_MIN_POSTINGS = 10_000

@@ -1,16 +1,16 @@
 // Agents and their knowledge-base tools: list and create agents; an agent's tools with
 // badges and the deleted-knowledge-base warning; "Add Knowledge Base" (stats, linked,
-// quick add, configure and back to the list); configure and edit with seed 000's rules;
-// remove; try it. The API answers seed 000's shapes: the knowledge bases as `data`, a
+// quick add, configure and back to the list); configure and edit with the API's tool rules;
+// remove; try it. The API answers these shapes: the knowledge bases as `data`, a
 // tool added or edited as `data.tool`.
-import { api } from './api.js';
+import { api, BASE, session } from './api.js';
 import {
   announce, badge, busy, confirmDialog, errorBox, field, fmtDate, fmtNumber, h, openDialog, put, table,
 } from './ui.js';
 import { statusSummary } from './kbs.js';
 
 const agentPath = (id) => `/agents/${encodeURIComponent(id)}`;
-// Seed 000's rules, as the API words them (chalicelib/agents/tools.py, limits.py).
+// The tool rules, as the API words them (chalicelib/agents/tools.py, limits.py).
 export const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const RULES = {
   toolName: "1 to 64 letters, digits, '_' or '-' (the rule every major LLM tool API accepts)",
@@ -87,9 +87,37 @@ export async function renderAgent(ctx, id) {
     h('div', { class: 'page-head' }, h('h1', { text: agent.name }), browse),
     agent.description ? h('p', { class: 'lead', text: agent.description }) : null,
     h('p', { class: 'muted small' }, h('code', { text: agent.id })),
+    connectSection(agent),
     h('section', { 'aria-labelledby': 'tools-heading' },
       h('h2', { id: 'tools-heading', text: 'Tools' }), failure, toolsHolder));
   await refresh();
+}
+
+// The agent's MCP endpoint (streamable HTTP) and the mcpServers block Claude Code, Cursor
+// and other MCP clients read; the key stays a placeholder unless asked for.
+export function mcpUrl(agent) {
+  return `${location.origin}${BASE}${agentPath(agent.id)}/mcp`;
+}
+
+function mcpConfig(agent, key) {
+  const name = `kb-${agent.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'agent'}`;
+  return JSON.stringify({ mcpServers: { [name]: { type: 'http', url: mcpUrl(agent),
+    headers: { Authorization: `Bearer ${key || 'YOUR_API_KEY'}` } } } }, null, 2);
+}
+
+function connectSection(agent) {
+  const config = h('pre', { class: 'mcp-config', tabindex: 0, 'aria-label': 'MCP client configuration',
+    text: mcpConfig(agent) });
+  const withKey = h('input', { type: 'checkbox', id: 'mcp-with-key', name: 'withKey' });
+  withKey.addEventListener('change', () => { config.textContent = mcpConfig(agent, withKey.checked ? session.key : ''); });
+  return h('section', { 'aria-labelledby': 'connect-heading', class: 'connect' },
+    h('h2', { id: 'connect-heading', text: 'Connect an MCP client' }),
+    h('p', {}, 'MCP endpoint: ', h('code', { class: 'mcp-url', text: mcpUrl(agent) }),
+      ' (streamable HTTP; send your API key as ', h('code', { text: 'Authorization: Bearer <key>' }), ').'),
+    h('p', { class: 'muted small', text: 'Paste this into your MCP client\'s configuration (the mcpServers block of'
+      + ' Claude Code\'s .mcp.json, Cursor\'s mcp.json and others):' }),
+    config,
+    h('div', { class: 'check' }, withKey, h('label', { for: 'mcp-with-key', text: 'Put the key this console uses in it' })));
 }
 
 const WARNINGS = {
@@ -98,11 +126,11 @@ const WARNINGS = {
 };
 
 const TOOL_BADGES = { knowledge_base: 'Knowledge Base', knowledge_search: 'Knowledge search tool',
-  knowledge_base_write: 'Adds entries' };  // seed 000's getToolBadge says "Knowledge Base"
+  knowledge_base_write: 'Adds entries' };  // the badge says "Knowledge Base"
 
 function toolCard(agent, tool, refresh) {
   const isKb = tool.type === 'knowledge_base';
-  // A read-write tool's write tool comes with it (seed 004's mode): edited and removed through it.
+  // A read-write tool's write tool comes with it (the read-write mode): edited and removed through it.
   const isWrite = tool.type === 'knowledge_base_write';
   const config = tool.config || {};
   const warning = WARNINGS[tool.status];
@@ -139,22 +167,29 @@ function toolCard(agent, tool, refresh) {
   return card;
 }
 
+// The text block the model reads, as the MCP endpoint renders it (the API's ?format=mcp
+// answers MCP's CallToolResult), and the tool result's JSON behind a toggle.
 function tryIt(agent, tool) {
   const query = h('input', { type: 'search', name: 'query', required: true, maxlength: 2000 });
   const failure = errorBox();
   const output = h('pre', { class: 'tool-result', hidden: true, tabindex: 0, 'aria-label': `Result of ${tool.name}` });
+  const json = h('pre', { class: 'tool-json', tabindex: 0, 'aria-label': `JSON result of ${tool.name}` });
+  const jsonToggle = h('details', { class: 'tool-json-toggle', hidden: true }, h('summary', { text: 'JSON' }), json);
   const submit = h('button', { type: 'submit', class: 'small', text: 'Invoke' });
   const form = h('form', { class: 'try-it', novalidate: true }, field(`Try ${tool.name}: a query`, query),
-    submit, failure, output);
+    submit, failure, output, jsonToggle);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     failure.clear();
     try {
-      const result = await busy(submit, api('POST', `${agentPath(agent.id)}/tools/${encodeURIComponent(tool.id)}/invoke`,
-        { query: query.value }, { raw: true }));
-      output.textContent = JSON.stringify(result, null, 2);
+      const result = await busy(submit, api('POST',
+        `${agentPath(agent.id)}/tools/${encodeURIComponent(tool.id)}/invoke?format=mcp`, { query: query.value }, { raw: true }));
+      output.textContent = (result.content || []).filter((block) => block.type === 'text').map((block) => block.text).join('\n\n');
+      output.classList.toggle('is-error', Boolean(result.isError));
+      json.textContent = JSON.stringify(result.structuredContent ?? result, null, 2);
       output.hidden = false;
-    } catch (err) { failure.show(err); output.hidden = true; }
+      jsonToggle.hidden = false;
+    } catch (err) { failure.show(err); output.hidden = true; jsonToggle.hidden = true; }
   });
   return h('details', { class: 'try' }, h('summary', { text: 'Try it: what the model would read' }), form);
 }
@@ -207,7 +242,7 @@ async function browseDialog(agent, refresh) {
   await load();
 }
 
-// Seed 000's Database icon (lucide's), drawn inline: the content policy allows no other images.
+// A database icon (lucide's), drawn inline: the content policy allows no other images.
 function databaseIcon() {
   const NS = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(NS, 'svg');
@@ -231,9 +266,9 @@ function suggestedName(kbName) {
   return `search_${snake || 'knowledge_base'}`.slice(0, 64);
 }
 
-// Configure (a new tool for `kb`) or edit (`tool`): seed 000's rules checked here first,
+// Configure (a new tool for `kb`) or edit (`tool`): the tool rules checked here first,
 // field by field; whatever the API still refuses is shown as it words it. onBack: the
-// configure view's "Back to the list" (seed 000's onBack to the knowledge bases).
+// configure view's "Back to the list" (back to the knowledge bases).
 export function toolDialog({ agent, kb, tool, onDone, onBack }) {
   const editing = Boolean(tool);
   const config = editing ? tool.config : {};

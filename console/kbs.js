@@ -402,14 +402,14 @@ function searchSection(kb) {
   const maxTokens = h('input', { name: 'maxTokens', type: 'number', min: 50, placeholder: '4000' });
   const filter = h('textarea', { name: 'filter', rows: 2, spellcheck: 'false',
     placeholder: '{"equals": {"key": "team", "value": "support"}}' });
-  const debug = h('input', { name: 'debug', type: 'checkbox', checked: true });
+  const debug = h('input', { name: 'debug', type: 'checkbox' });  // off: the answer as every client gets it
   const failure = errorBox();
   const filterField = field('Filter (JSON, Bedrock operators)', filter);
   const results = h('div', { class: 'results', 'aria-live': 'polite' });
   const submit = h('button', { type: 'submit', class: 'primary', text: 'Search' });
   const form = h('form', { class: 'search-form', novalidate: true },
     field('Question', query),
-    h('div', { class: 'row' }, field('Strategy', strategy), field('topK', topK), field('minScore', minScore),
+    h('div', { class: 'row' }, field('Strategy', strategy), field('topK', topK), field('minScore (cosine)', minScore),
       field('Token budget', maxTokens)),
     filterField,
     h('div', { class: 'check' }, debug, h('label', { for: debug.id || (debug.id = 'search-debug'),
@@ -454,7 +454,9 @@ function renderResults(answer, debug) {
       h('strong', { text: r.source }), r.page ? ` p. ${r.page}` : '',
       ` · chunk ${r.chunkIndex}${r.metadata.totalChunks == null ? '' : ` of ${fmtNumber(r.metadata.totalChunks)}`}`,
       r.headers && r.headers.length ? h('span', { class: 'muted', text: ` · ${r.headers.join(' › ')}` }) : null,
-      h('span', { class: 'score', text: `score ${fmtScore(r.similarity)}` }),
+      h('span', { class: 'score', title: 'score orders the list; minScore applies to the cosine',
+        text: `score ${fmtScore(r.similarity)}${r.scores && r.scores.vectorScore != null
+          ? ` · cosine ${fmtScore(r.scores.vectorScore)}` : ''}` }),
       r.truncated ? badge('truncated', 'wait') : null),
     r.alsoIn && r.alsoIn.length ? h('p', { class: 'muted small',
       text: `Also in ${r.alsoIn.map((a) => a.path || a.source).join(', ')}` }) : null,

@@ -1,6 +1,7 @@
 """Where the API is and which key to use: an option, else the environment, else the
 nearest `.kb/local.env` above the working directory (what `make up` writes)."""
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -25,14 +26,20 @@ def find_env_file(start: Optional[Path] = None) -> Optional[Path]:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
+    """NAME=value lines, as a shell reads them: `export ` before the name, quoted values
+    (what `make up` writes: `source .kb/local.env` exports them), comments."""
     values = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:  # an unbalanced quote: not a line of ours
             continue
-        name, value = line.split("=", 1)
-        name = name.strip().removeprefix("export ").strip()
-        values[name] = value.strip().strip("'\"")
+        if words[:1] == ["export"]:
+            words = words[1:]
+        for word in words:
+            name, equals, value = word.partition("=")
+            if equals and name.isidentifier():
+                values[name] = value
     return values
 
 

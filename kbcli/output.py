@@ -40,6 +40,14 @@ def show_error(error: CliError, json_mode: bool) -> None:
         err.print(f"[bold red]Error[/] [red]{escape(error.code)}[/]: {escape(error.message)}")
 
 
+def warn(message: str, json_mode: bool) -> None:
+    """A warning on stderr: a JSON line with --json, else a line for people."""
+    if json_mode:
+        sys.stderr.write(json.dumps({"warning": message}, ensure_ascii=False) + "\n")
+    else:
+        err.print(f"[yellow]Warning[/]: {escape(message)}")
+
+
 def note(message: str) -> None:
     """A line for people; only render functions call it, so never in --json mode."""
     out.print(message)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kbcli import config, output
+from kbcli import config, names, output
 from kbcli.client import CliError, Client
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print only JSON (the API's data), for scripts.")]
@@ -77,7 +77,7 @@ def command(app: typer.Typer, name: Optional[str] = None, **settings) -> Callabl
             session = Session(json=json_output or shared.json, api_url=api_url or shared.api_url,
                               api_key=api_key or shared.api_key)
             try:
-                return fn(session, *args, **kwargs)
+                return fn(session, *args, **names.resolve_arguments(session.client, kwargs))
             except CliError as error:
                 output.show_error(error, session.json)
                 raise typer.Exit(error.exit_code) from None

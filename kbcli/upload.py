@@ -80,7 +80,10 @@ class FileResult:
 
     def as_dict(self) -> dict:
         doc = self.document or {}
-        return {"path": doc.get("path") or self.source.remote, "localPath": str(self.source.local),
+        # "path" is the document's path as the API stored it (it may have rewritten the one
+        # asked for: `hot fix?.md` is stored as `hot fix_.md`), "askedPath" the one asked for.
+        return {"path": doc.get("path") or self.source.remote, "askedPath": self.source.remote,
+                "localPath": str(self.source.local),
                 "result": self.outcome, "id": doc.get("id"),
                 "filename": doc.get("filename") or PurePosixPath(self.source.remote).name,
                 "status": self.status, "error": self.error or doc.get("error"), "size": self.size,
@@ -122,13 +125,23 @@ def _matches(patterns: list[str], path: Path, relative: Path) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in patterns for name in names)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """What a folder walk left out and why (a link that loops back, a broken link)."""
+    local: Path
+    reason: str
+
+
 def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix: str = "", *,
-            recursive: bool) -> list[Source]:
-    """Files named, folders walked (recursively, skipping hidden entries) and globs
-    expanded, each with its remote path; --include/--exclude match a file's name or its
-    path below the folder. The same file reached twice at the same path counts once.
-    Without `recursive` a folder is refused, as `cp` and `aws s3 cp` refuse one without -r."""
+            recursive: bool, skipped: Optional[list[Skipped]] = None) -> list[Source]:
+    """Files named, folders walked (recursively, skipping hidden entries, following links
+    to folders) and globs expanded, each with its remote path; --include/--exclude match a
+    file's name or its path below the folder. The same file reached twice at the same path
+    counts once. A link to a folder the walk is already inside (a loop) and a broken link
+    are left out and added to `skipped`. Without `recursive` a folder is refused, as `cp`
+    and `aws s3 cp` refuse one without -r."""
     found: dict[tuple[Path, str], Source] = {}
+    left_out: list[Skipped] = [] if skipped is None else skipped
 
     def folder_allowed(folder: Path) -> None:
         if not recursive:
@@ -143,14 +156,38 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix
         source = Source(local=path, remote=remote_path(prefix, PurePosixPath(relative.as_posix())))
         found.setdefault((path.resolve(), source.remote), source)
 
+    def identity(path: Path) -> tuple[int, int]:
+        info = path.stat()
+        return info.st_dev, info.st_ino
+
     def walk(folder: Path) -> None:
-        for root, dirs, files in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        # The folders each walked folder lies in (itself included), by identity: a link to
+        # one of them would lead round for ever.
+        inside = {os.fspath(folder): {identity(folder)}}
+        for root, dirs, files in os.walk(folder, followlinks=True):
+            kept = []
+            for name in sorted(d for d in dirs if not d.startswith(".")):
+                path = Path(root) / name
+                try:
+                    seen = identity(path)
+                except OSError as error:
+                    left_out.append(Skipped(path, f"cannot read it ({error.strerror or error})"))
+                    continue
+                if seen in inside[root]:
+                    left_out.append(Skipped(path, f"a link to {path.resolve()}, a folder it lies in (a loop)"))
+                    continue
+                inside[os.path.join(root, name)] = inside[root] | {seen}
+                kept.append(name)
+            dirs[:] = kept
             for name in sorted(files):
                 path = Path(root) / name
                 relative = path.relative_to(folder)
-                if not _hidden(relative) and path.is_file():
+                if _hidden(relative):
+                    continue
+                if path.is_file():
                     consider(path, relative)
+                elif path.is_symlink() and not path.exists():
+                    left_out.append(Skipped(path, f"a broken link (to {os.readlink(path)})"))
 
     for given in paths:
         path = Path(given).expanduser()
@@ -172,7 +209,9 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix
         else:
             raise CliError("NO_FILES", f"{given}: no such file or folder", exit_code=2)
     if not found:
-        raise CliError("NO_FILES", "no files to upload (check the paths and --include/--exclude)", exit_code=2)
+        why = "; ".join(f"{s.local}: {s.reason}" for s in left_out)
+        raise CliError("NO_FILES", "no files to upload (check the paths and --include/--exclude)"
+                       + (f"; left out: {why}" if why else ""), exit_code=2)
     return list(found.values())
 
 

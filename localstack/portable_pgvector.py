@@ -8,6 +8,7 @@ is a rename: a server that runs keeps the file it mapped, new backends load the 
 
     python localstack/portable_pgvector.py     # `make install` runs it after pip
 """
+import functools
 import hashlib
 import os
 import re
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import services  # noqa: E402
 from services import bindir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,10 +58,18 @@ def build() -> Path:
 
 def compile_vector(into: Path, optflags: str = "") -> Path:
     """into/vector.so from third_party/pgvector; optflags "" is pgvector's portable build
-    (tests also build one for AVX-512, as the wheel before had it)."""
+    (tests also build one for AVX-512, as the wheel before had it). A build with optflags is
+    kept in build/pgvector/variants/ by what made it (source, flags, compiler, server, and the
+    CPU for -march=native) and copied from there next time: the suite and the quick benchmarks
+    would otherwise compile the same one on every run."""
     if not shutil.which("gcc"):
         raise SystemExit("gcc is missing: `make install` installs it with apt-get (Debian/Ubuntu: "
                          "sudo apt-get install gcc)")
+    into.mkdir(parents=True, exist_ok=True)
+    kept = BUILD / "variants" / f"{_variant_key(optflags)}.so" if optflags else None
+    if kept and kept.exists():
+        shutil.copy2(kept, into / "vector.so")
+        return into / "vector.so"
     work = into / "src"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(SOURCE, work)
@@ -67,7 +77,27 @@ def compile_vector(into: Path, optflags: str = "") -> Path:
                     f"OPTFLAGS={optflags}", f"CFLAGS={CFLAGS}", "CC=gcc"], cwd=work, check=True)
     os.replace(work / "vector.so", into / "vector.so")
     shutil.rmtree(work)
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(into / "vector.so", kept.with_suffix(".tmp"))
+        os.replace(kept.with_suffix(".tmp"), kept)
     return into / "vector.so"
+
+
+def _variant_key(optflags: str) -> str:
+    digest = hashlib.sha256()
+    for path in [SOURCE / "Makefile", *sorted((SOURCE / "src").iterdir())]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    cpu = " ".join(sorted(services.cpu_flags())) if "native" in optflags else ""
+    digest.update("\0".join((optflags, CFLAGS, *_toolchain(), cpu)).encode())
+    return digest.hexdigest()[:20]
+
+
+@functools.cache
+def _toolchain() -> tuple[str, str]:
+    """The compiler's and the server's versions."""
+    return (subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout,
+            subprocess.run([str(bindir() / "pg_config"), "--version"], capture_output=True, text=True).stdout)
 
 
 def copy_install(into: Path, vector_so: Path) -> Path:

@@ -504,6 +504,40 @@ def emulator_healthy() -> bool:
         return False
 
 
+ADOPT_VARIABLE = "KB_ADOPT_EMULATOR"
+
+
+def own_emulator() -> int | None:
+    """The pid of the emulator this state folder started (its pid file), when it is still
+    running, works in this folder and serves this port; None otherwise."""
+    pid = _pid_alive(STATE / "ministack.pid")
+    if pid is None:
+        return None
+    try:
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return pid if cwd == STATE.resolve() and f"GATEWAY_PORT={EMULATOR_PORT}".encode() in environ else None
+
+
+def foreign_emulator_message() -> str:
+    return (f"An emulator this stack did not start already answers on {emulator_url()} (a LocalStack of your"
+            " own, or the stack of another clone):\n`make up` does not deploy into it. Stop it, or give this"
+            " stack ports of its own\n(every later command of this stack takes the same two variables):\n"
+            "  KB_EMULATOR_PORT=4576 KB_REDIS_PORT=6390 make up\n"
+            f"or deploy into that emulator anyway:\n  {ADOPT_VARIABLE}=1 make up")
+
+
+def check_emulator_port() -> None:
+    """Stops `make up` before it starts anything when an emulator it did not start answers
+    on its port (a team's own LocalStack on 4566, say), unless KB_ADOPT_EMULATOR=1."""
+    if emulator_healthy() and own_emulator() is None:
+        if os.environ.get(ADOPT_VARIABLE) != "1":
+            raise SystemExit(foreign_emulator_message())
+        print(f"ministack  deploying into the emulator already on {emulator_url()} ({ADOPT_VARIABLE}=1)")
+
+
 def emulator_up() -> str:
     pid_file = STATE / "ministack.pid"
     if emulator_healthy():
@@ -569,6 +603,7 @@ def status() -> dict:
 
 
 def start_all() -> dict:
+    check_emulator_port()
     STATE.mkdir(parents=True, exist_ok=True)
     LOGS.mkdir(parents=True, exist_ok=True)
     return {"DATABASE_URL": postgres_up(), "REDIS_URL": redis_up(), "AWS_ENDPOINT_URL": emulator_up()}

@@ -8,6 +8,7 @@
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 import urllib.error
@@ -39,14 +40,16 @@ SAMPLE_QUERY = "How do I make a file searchable?"
 
 
 def read_env_file() -> dict:
-    if not ENV_FILE.exists():
-        return {}
-    pairs = (line.split("=", 1) for line in ENV_FILE.read_text().splitlines() if "=" in line)
-    return {k.strip(): v.strip() for k, v in pairs}
+    from kbcli.config import read_env_file as read
+
+    return read(ENV_FILE) if ENV_FILE.exists() else {}
 
 
 def write_env_file(values: dict) -> None:
-    ENV_FILE.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    """`export NAME=value` lines, quoted for a shell: `source .kb/local.env` hands them to
+    `kb`, curl and the SDKs started from that shell (kbcli.config.read_env_file reads them)."""
+    ENV_FILE.write_text("# The local stack's settings (`make up` writes them): source .kb/local.env\n"
+                        + "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in values.items()))
 
 
 def _aws_env(endpoint: str) -> None:
@@ -243,7 +246,8 @@ def up(with_demo: bool) -> None:
     started = time.monotonic()
     package.package(LOCAL_DIST, with_layers=False)
     session = boto3.Session(region_name=REGION)
-    legacy.remove_hand_made_deployment(session, BUCKET) or legacy.hold_orphaned_bucket(session, BUCKET, STACK)
+    (legacy.remove_hand_made_deployment(session, BUCKET) or legacy.hold_orphaned_bucket(session, BUCKET, STACK)
+     or legacy.recreate_partial_stack(session, BUCKET, STACK))
     parameters = _stack_parameters(urls)
     try:
         outputs = deploy.deploy(session, STACK, parameters, LOCAL_DIST, timeout=600)
@@ -267,7 +271,7 @@ def up(with_demo: bool) -> None:
                     "KB_RECONCILE_FUNCTION": outputs["ReconcileFunctionName"],
                     "KB_API_FUNCTION": outputs["ApiFunctionName"], "KB_STACK": STACK,
                     "KB_FOLDER_SOURCE_ROOTS": parameters["FolderSourceRoots"]})
-    if not emulator_was_running:
+    if not emulator_was_running or restored:
         resume_cut_runs(session, outputs["ReconcileFunctionName"])
     kb, agent = demo_agent(api_url, key)
     mcp_url = f"{api_url}/agents/{agent['id']}/mcp"
@@ -277,6 +281,28 @@ def up(with_demo: bool) -> None:
     print(f"\nKB_API_URL={api_url}\nKB_API_KEY={key}\nKB_MCP_URL={mcp_url}  (the demo agent's tools over MCP)"
           f"\n(written to {ENV_FILE})")
     autoload(api_url, key)
+    print(next_steps(api_url, key, agent))
+
+
+def mcp_client_config(api_url: str, key: str, agent: dict) -> dict:
+    """An MCP client's configuration (the `mcpServers` block Claude Desktop, Claude Code and
+    Cursor read) that starts `kb mcp` over stdio for the agent."""
+    return {"mcpServers": {"kb-" + "-".join(agent["name"].lower().split()): {
+        "command": str(ROOT / ".venv" / "bin" / "kb"), "args": ["mcp", "--agent", agent["id"]],
+        "env": {"KB_API_URL": api_url, "KB_API_KEY": key}}}}
+
+
+def next_steps(api_url: str, key: str, agent: dict) -> str:
+    """What `make up` says last: where the console is, a command to try, an MCP client's block."""
+    env_file = os.path.relpath(ENV_FILE)
+    ports = "".join(f"{name}={os.environ[name]} " for name in ("KB_EMULATOR_PORT", "KB_REDIS_PORT")
+                    if name in os.environ)
+    return (f"\nNext steps\n"
+            f"  console   {api_url}/console  (open it in a browser; it offers the demo key)\n"
+            f"  kb        source {env_file} && .venv/bin/kb search {shlex.quote(SAMPLE_QUERY)} --kb {shlex.quote(DEMO_KB)}\n"
+            f"  stop      {ports}make down   (make status: what runs; docs/local-stack.md: settings, troubleshooting)\n"
+            f"  MCP       the demo agent's tools, for an MCP client (Claude Desktop, Claude Code, Cursor):\n"
+            + json.dumps(mcp_client_config(api_url, key, agent), indent=2))
 
 
 # Seed 004's autoload: a project's definitions applied as the stack comes up.

@@ -1,4 +1,3 @@
-import os
 import sys
 from pathlib import Path
 
@@ -6,16 +5,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# Real documents and the labelled retrieval set live beside the repository (or where KB_SHARED_DATA says).
-SHARED_DATA = Path(os.environ.get("KB_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# Real documents and the labelled retrieval set the suite and the benchmarks read (tests/data/README.md).
+DATA = ROOT / "tests" / "data"
 LOCAL_ENV = ROOT / ".kb" / "local.env"
 
 
 def read_local_env() -> dict:
     if not LOCAL_ENV.exists():
         pytest.fail(f"{LOCAL_ENV} is missing: the local stack is not up (run `make up` or `make test`)")
-    pairs = (line.split("=", 1) for line in LOCAL_ENV.read_text().splitlines() if "=" in line)
-    return {k: v for k, v in pairs}
+    from kbcli.config import read_env_file
+
+    return read_env_file(LOCAL_ENV)
 
 
 @pytest.fixture(scope="session")
@@ -25,8 +25,5 @@ def local_env() -> dict:
 
 @pytest.fixture(scope="session")
 def shared_docs() -> Path:
-    docs = SHARED_DATA / "docs"
-    if not docs.is_dir():
-        pytest.fail(f"{docs} is missing: the shared data sits beside the repository (../shared/data) "
-                    "or where KB_SHARED_DATA points")
-    return docs
+    """The real documents kept in the repository (PDF, DOCX, Markdown)."""
+    return DATA / "docs"

@@ -7,8 +7,8 @@ _NULLABLE_STRING = {"type": ["string", "null"]}
 
 PASSAGE = {
     "type": "object",
-    "required": ["rank", "content", "source", "path", "page", "section", "chunkIndex", "similarity", "metadata",
-                 "truncated"],
+    "required": ["rank", "content", "source", "path", "page", "section", "chunkIndex", "similarity", "vectorScore",
+                 "metadata", "truncated"],
     "additionalProperties": False,
     "properties": {
         "rank": {"type": "integer", "minimum": 1},
@@ -20,7 +20,11 @@ PASSAGE = {
         "section": {**_NULLABLE_STRING, "description": "The headings the passage is under, outermost first,"
                                                        " as 'Install > Debian'; null outside any heading"},
         "chunkIndex": {"type": "integer", "minimum": 0},
-        "similarity": {"type": "number", "description": "How well the passage matches the query, 0 to 1"},
+        "similarity": {"type": "number", "description": "The score the results are ordered by, 0 to 1: by"
+                                                         " default the fusion of the meaning and word matches"
+                                                         " (1 = first by both)"},
+        "vectorScore": {"type": ["number", "null"], "description": "The passage's similarity in meaning to the"
+                                                                   " query (cosine), which minScore applies to"},
         "metadata": {"type": "object", "description": "The document's metadata attributes, and its filesize"
                                                       " (bytes), uploadedAt, uploadedBy and totalChunks",
                      "properties": {"filesize": {"type": ["integer", "null"]}, "uploadedAt": _NULLABLE_STRING,

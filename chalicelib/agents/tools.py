@@ -184,9 +184,10 @@ def knowledge_base_schema(top_k: int, min_score: float) -> dict:
                                     f" {limits.TOOL_TOP_K.describe()}."},
             "minScore": {"type": "number", "default": min_score, "minimum": float(limits.TOOL_MIN_SCORE.low),
                          "maximum": float(limits.TOOL_MIN_SCORE.high),
-                         "description": "Leave out passages whose similarity in meaning to the query is below"
-                                        f" this, {limits.TOOL_MIN_SCORE.describe()}: higher answers fewer,"
-                                        " closer passages."},
+                         "description": "Leave out passages whose similarity in meaning to the query (each"
+                                        " result's vectorScore) is below this,"
+                                        f" {limits.TOOL_MIN_SCORE.describe()}: higher answers fewer, closer"
+                                        " passages."},
         },
         "required": ["query"],
     }

@@ -106,7 +106,7 @@ def passage_metadata(passage: Passage) -> dict:
             "uploadedBy": passage.uploaded_by, "totalChunks": passage.total_chunks}
 
 
-def passage_view(passage: Passage, debug: bool = False) -> dict:
+def passage_view(passage: Passage) -> dict:
     view = {
         "rank": passage.rank, "chunkId": public_chunk_id(passage.chunk_id),
         ("summary" if passage.summarised else "content"): passage.content, "source": passage.source,
@@ -123,9 +123,9 @@ def passage_view(passage: Passage, debug: bool = False) -> dict:
         view["parent"] = {"firstChunkIndex": passage.span[0], "lastChunkIndex": passage.span[1]}
     if passage.rerank_score is not None:
         view["rerankScore"] = passage.rerank_score
-    if debug:
-        view["scores"] = {"vectorScore": passage.scores.vector, "keywordScore": passage.scores.keyword,
-                          "fusedScore": passage.scores.fused}
+    # Always: minScore applies to vectorScore, so the score a threshold reads is shown.
+    view["scores"] = {"vectorScore": passage.scores.vector, "keywordScore": passage.scores.keyword,
+                      "fusedScore": passage.scores.fused}
     return view
 
 
@@ -135,7 +135,7 @@ def search_view(result: SearchResult) -> dict:
         "knowledgeBaseId": result.knowledge_base_ids[0],
         "knowledgeBaseName": result.knowledge_base_name,
         "resultCount": len(result.passages),
-        "results": [passage_view(p, result.debug) for p in result.passages],
+        "results": [passage_view(p) for p in result.passages],
         "summary": result.summary,
         "metadata": {"totalTokensUsed": result.tokens_used, "omittedCount": result.omitted,
                      "cached": result.cached, "resultsCached": result.results_cached, "strategy": result.strategy,
@@ -204,6 +204,7 @@ def tool_result_view(run: ToolRun) -> dict:
         "resultCount": len(result.passages),
         "results": [{"rank": p.rank, "content": p.content, "source": p.source, "path": p.path, "page": p.page,
                      "section": p.section, "chunkIndex": p.chunk_index, "similarity": p.similarity,
+                     "vectorScore": p.scores.vector,
                      # seed 000's ContextWindowManager marks a cut passage in its metadata
                      "metadata": {**passage_metadata(p), "truncated": True} if p.truncated else passage_metadata(p),
                      "truncated": p.truncated,

@@ -169,8 +169,9 @@ def _queries(value: Any) -> list[str]:
     return [q.strip() for q in value]
 
 
-def search_request(kb_id: str, body: dict) -> tuple[SearchRequest, list[str], bool]:
-    """(the product's search, the queries as asked, whether to rewrite the query first)."""
+def search_request(kb_id: str, body: dict) -> tuple[SearchRequest, list[str], bool, float]:
+    """(the product's search, the queries as asked, whether to rewrite the query first, the
+    score_threshold: OpenAI's, on the `score` each result shows, search_page applies it)."""
     refuse_unknown(body, SEARCH_FIELDS, f"is not a search field (use {', '.join(SEARCH_FIELDS)})")
     queries = _queries(body.get("query"))
     ranking = body.get("ranking_options") or {}
@@ -188,12 +189,11 @@ def search_request(kb_id: str, body: dict) -> tuple[SearchRequest, list[str], bo
     request = SearchRequest(
         knowledge_base_ids=(kb_id,), query=" ".join(queries),
         top_k=int_field(body.get("max_num_results"), "max_num_results", limits.OPENAI_SEARCH_RESULTS),
-        # The product's one meaning of a score threshold: the passage's cosine similarity to the query.
-        min_score=number_field(ranking.get("score_threshold"), "ranking_options.score_threshold", limits.MIN_SCORE),
         max_tokens=limits.COMPAT_MAX_TOKENS, rerank=RANKERS[ranker])
     if expression is not None:
         request = replace(request, filters=replace(request.filters, expression=expression))
-    return request, queries, rewrite
+    threshold = number_field(ranking.get("score_threshold"), "ranking_options.score_threshold", limits.MIN_SCORE)
+    return request, queries, rewrite, threshold
 
 
 REWRITE_PROMPT = ("Rewrite the user's search query for a document search engine: keep its meaning, drop"
@@ -230,11 +230,12 @@ def file_id_of(path: Optional[str], document_id: str) -> str:
 
 
 def _score(passage) -> float:
-    """The reranker's relevance when it ranked; else the passage's cosine similarity to the query,
-    the one meaning score_threshold has (results stay in the search's order, hybrid by default)."""
+    """The score the results are ordered by, as OpenAI's are: the reranker's relevance when it
+    ranked, else the search's (hybrid's fused score by default, 1.0 first in every list that
+    found something); score_threshold applies to it."""
     if passage.rerank_score is not None:
         return passage.rerank_score
-    return round(passage.scores.vector, 6) if passage.scores.vector is not None else passage.similarity
+    return passage.similarity
 
 
 def _attributes(passage) -> dict:
@@ -253,23 +254,23 @@ def _attributes(passage) -> dict:
     return attributes
 
 
-def search_page(result: SearchResult, queries: list[str]) -> dict:
+def search_page(result: SearchResult, queries: list[str], threshold: float = 0.0) -> dict:
     return {
         "object": "vector_store.search_results.page", "search_query": queries,
         "data": [{"file_id": file_id_of(p.path, p.document_id), "filename": p.source,
                   "score": _score(p),
                   "attributes": _attributes(p), "content": [{"type": "text", "text": p.content}]}
-                 for p in result.passages],
+                 for p in result.passages if _score(p) >= threshold],
         "has_more": False, "next_page": None,
     }
 
 
 def run_search(principal: Principal, kb_id: str, body: dict) -> dict:
-    request, queries, rewrite = search_request(kb_id, body)
+    request, queries, rewrite, threshold = search_request(kb_id, body)
     if rewrite:
         queries = [rewrite_query(request.query)]
         request = replace(request, query=queries[0])
-    return search_page(search(principal, request), queries)
+    return search_page(search(principal, request), queries, threshold)
 
 
 # ---- vector stores ------------------------------------------------------------------------

@@ -41,13 +41,10 @@ def session_options():
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.inter_op_num_threads = 1
     # The thread pool sleeps between operators instead of spinning (onnxruntime's default).
-    # Spinning made one query alone about 2 ms faster (4.7 against 6.9 ms median), but a
-    # hybrid search embeds the question while PostgreSQL reads both lists, and on a
-    # machine that runs both (the local stack, 2 cores, a million chunks) the spinning
-    # threads took the database's CPU: hybrid with the embedding computed, p50 30-34 ms and
-    # p95 57-77 ms spinning against 24-27 and 41-55 ms not (two runs each, 60 searches).
-    # Two processes embedding batches at once were as fast either way (10-11 s for 128
-    # abstracts each; make bench: "thread pool spinning").
+    # Spinning makes one query alone a little faster, but a hybrid search embeds the question
+    # while PostgreSQL reads both lists, and on a machine that runs both (the local stack)
+    # the spinning threads take the database's CPU, so hybrid searches were slower. Batches
+    # embed as fast either way (make bench: "thread pool spinning").
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return options

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Iterator
 
 import psycopg
-from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
@@ -28,12 +27,13 @@ from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
 from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, STORED, SUPERSEDED, UNCHANGED, BatchState,
                                         Chunk, Failure, RunState)
+from chalicelib.process import LOGGER
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, documents, kb_lines, knowledge_bases
 
 # One JSON line per message, each with the document and run it is about.
-logger = Logger(service="kb-service")
+logger = LOGGER
 EMBED_BATCH = 64
 # A document whose text is this small in JSON travels in the state machine's payload (its
 # limit is 256 KB) rather than as a work file in S3: four requests fewer per page.

@@ -268,13 +268,13 @@ def _similar_entries(principal: Principal, kb: dict, vector) -> list[Candidate]:
                                       filters=SearchFilters(entries=True))
         best: dict[str, chunks.Hit] = {}
         for row in rows:
-            if row.score >= limits.EXTRACT_MERGE_SIMILARITY:
+            if row.vector >= limits.EXTRACT_MERGE_SIMILARITY:
                 best.setdefault(row.document_id, row)
         near = list(best.values())[:wanted]
         texts: dict[str, list[dict]] = {}
         for chunk in entry_chunks.of_entries(conn, principal, [kb["id"]], [r.document_id for r in near]):
             texts.setdefault(chunk["document_id"], []).append(chunk)
-    return [Candidate(r.document_id, r.score, rebuild(texts.get(r.document_id, []))) for r in near]
+    return [Candidate(r.document_id, r.vector, rebuild(texts.get(r.document_id, []))) for r in near]
 
 
 def _decide(model: ChatModel, item: Item, candidates: list[Candidate]) -> Decision:

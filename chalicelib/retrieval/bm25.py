@@ -1,57 +1,26 @@
-"""BM25, whole: its constants, its formulas (in Python, numpy and SQL), the bounds that
+"""BM25's scoring: its constants, its formulas (in Python, numpy and SQL), the bounds that
 prune it, and the exact top k of a question over its terms' postings.
 
-At a million chunks (bench/retrieval.py's synthetic ones) this finds 1.000 of exact BM25's
-top 10 (60 questions) where the bounded first pass of migration 0011 found 0.470; a search
-reads a median 177k postings, and keyword search took p50 18.8-20.4 and p95 28.6-31.5 ms
-service-side as kb_app on a quiet machine (seven runs of 60 questions; issue 30 asks 30 ms).
-The commonest terms' blocks hold a candidate almost everywhere there (each SciFact sentence
-is in ~150 synthetic chunks), so block bounds prune little and the time goes to moving and
-adding postings: packing them (migration 0027, 14 -> 3.5 bytes each), adding them by index
-(_Scores) and keeping freed memory for numpy (_keep_freed_memory) took p95 from 76 ms.
-A worker keeps the blocks it has read whole, decoded, for its next searches (storage/terms.py,
-PostingsCache): on the same million chunks, warm, p50 11.3 / p95 14.3 ms through search()
-where pg_textsearch 1.0.0 answered the same 20 questions in 9.0 / 16.4 ms (20.5 / 27.6 ms with
-nothing kept).
-
 Postings are stored per knowledge base and term in blocks of chunk ids with each
-posting's term frequency and chunk length (term_blocks, migrations 0026 and 0027), plus
-the tail written since the last compaction (chunk_terms); chalicelib.storage.terms reads
-them as numpy arrays (a PostingSource). The search here is exact: MaxScore, term at a time.
-Terms are read rarest first and scored whole; a chunk the rest of the terms could still
-lift into the top k is completed from those terms' blocks that hold its id; the commonest
-terms, whose bounds together stay below the k-th score found, are read only there.
+posting's term frequency and chunk length (term_blocks), plus the tail written since the
+last compaction (chunk_terms); chalicelib.storage.term_blocks reads them as numpy arrays (a
+PostingSource), chalicelib.postings is their encoding. The search here is exact: MaxScore,
+term at a time. Terms are read rarest first and scored whole; a chunk the rest of the terms
+could still lift into the top k is completed from those terms' blocks that hold its id; the
+commonest terms, whose bounds together stay below the k-th score found, are read only
+there. Where the commonest terms' blocks hold a candidate almost everywhere, block bounds
+prune little and the time goes to moving and adding postings: hence packed blocks, adding
+by index (_Scores) and the allocator's tuning at process start (chalicelib/process.py).
+The benchmark report (docs/benchmarks.md) has the figures.
 """
-import ctypes
-import ctypes.util
 import math
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
 import numpy as np
 
-from chalicelib.storage import terms as storage_terms
-from chalicelib.storage.terms import Directory, Postings, TermStatistics
-
-
-
-def _keep_freed_memory() -> None:
-    """glibc hands each array over 128 kB its own fresh pages (mmap) and returns them when it
-    is freed, so every pass numpy makes over a question's postings paid a page fault a 4 kB
-    page: at a million chunks unpacking 'result' (201,750 postings) took 8.8 ms, 0.8 ms with
-    freed memory kept for the next array; a keyword search's top over 60 questions as kb_app,
-    three alternating runs each, p50 18.4-20.1 / p95 29.2-32.7 ms, 15.5-16.8 / 25.7-27.3 ms
-    so tuned. Arrays up to 32 MB are taken from the heap, and up to 256 MB freed is kept for
-    the process (the API function has 2 GB). A no-op where the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        for option, value in ((-3, 32 << 20), (-1, 256 << 20), (-2, 64 << 20)):  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_TOP_PAD
-            libc.mallopt(option, value)
-    except (OSError, AttributeError):
-        pass
-
-
-_keep_freed_memory()
+from chalicelib.postings import EMPTY, Directory, Postings
+from chalicelib.storage.terms import TermStatistics
 
 # As Lucene and rank_bm25 default to.
 K1, B = 1.2, 0.75
@@ -160,8 +129,8 @@ class _Scores:
     Kept in an array indexed by id from the lowest seen while the ids span at most
     DENSE_SPAN (a knowledge base's ids are dense unless other tenants wrote between its
     stores): a term's contributions are then added by index, where a sorted merge of each
-    term into those seen (searchsorted, then insert) cost 8 ms a question at a million
-    chunks. Past that span, the sorted merge."""
+    term into those seen (searchsorted, then insert) costs far more at a million chunks.
+    Past that span, the sorted merge."""
 
     def __init__(self, keep: int):
         self.keep = keep
@@ -203,8 +172,7 @@ class _Scores:
         if self._dense is None:
             if not len(self._ids) and high - low < DENSE_SPAN:
                 # A sixteenth more each way: the rarest terms' ids rarely reach the ends of
-                # the knowledge base's (at a million chunks, growing the array twice for the
-                # later terms cost a question 7 ms of copies).
+                # the knowledge base's, and growing the array for the later terms copies it.
                 pad = min((high - low) // 16, (DENSE_SPAN - (high - low + 1)) // 2)
                 self._base, self._dense = max(0, low - pad), np.zeros(high - max(0, low - pad) + pad + 1)
             return
@@ -305,15 +273,11 @@ def top(q: Bm25Query, source: PostingSource, k: int) -> Ranked:
 def _known_floor(q: Bm25Query, source: "PostingSource", scores: "_Scores", unread: list[str], k: int,
                  weight: dict[str, float]) -> float:
     """A floor from whole scores: the KNOWN chunks of best partial score completed with the
-    unread terms (from the few blocks that hold them), the k-th of their exact scores. At a
-    million chunks the k-th partial score after the rarest terms was well under the k-th
-    score, so most terms were read whole before the commonest could be left out: with this
-    floor a search read a median 165,585 postings instead of 185,560 (20 questions, A/B
-    alternating in one process, as kb_app; p50 54.5 against 55.9 ms, machine at load 5-8).
-    Reading the blocks that may hold those chunks straight from term_blocks (a LATERAL probe
-    a term and chunk) instead of the directory and then the blocks saved nothing: the commonest
-    terms' directories were then read by _complete instead (nothing kept, 60 questions x 3
-    alternating: p50 17.9 -> 18.5, p95 28.0 -> 28.9 ms)."""
+    unread terms (from the few blocks that hold them), the k-th of their exact scores. The
+    k-th partial score after the rarest terms is often well under the k-th score, so most
+    terms would be read whole before the commonest could be left out; this floor lets them
+    be left out sooner. The blocks are found through the directory (which _complete reads
+    anyway), not probed one term and chunk at a time."""
     best, sums = scores.best()
     if len(best) < k:
         return 0.0
@@ -334,10 +298,8 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
     postings gets the term's bound), from the terms after it their own bounds; only the
     blocks that hold a chunk still in the running are read, and a term whose running chunks
     outnumber its blocks is read whole. The floor (top's, so far) rises and the running thin
-    as terms come. Block bounds for every optional term at once, computed first, pruned a
-    little more but cost more than they saved: at a million chunks (60 questions, A/B
-    alternating in one process as kb_app) p50 28.8 -> 23.8 and p95 52.0 -> 45.1 ms with
-    1-3 % more postings read."""
+    as terms come. (Block bounds for every optional term at once, computed first, prune a
+    little more but cost more than they save.)"""
     term_bound = dict(zip(q.terms, q.bounds))
     ids, sums = scores.above(_below(floor) - sum(term_bound[t] for t in optional))
     directory = source.directory(optional)
@@ -359,7 +321,7 @@ def _complete(q: Bm25Query, source: "PostingSource", scores: "_Scores", optional
             if len(firsts) >= WHOLE * len(d.first):
                 firsts = None
         if firsts is None:
-            p = source.read([t]).get(t, Postings(*storage_terms.EMPTY))
+            p = source.read([t]).get(t, Postings(*EMPTY))
         else:
             p = source.read_blocks({t: firsts})[t]
         read += len(p.ids)
@@ -430,10 +392,8 @@ def _surely_read(unread: list[str], bound: dict[str, float], floor: float) -> li
     terms before it cannot make optional: one query for them all, with nothing read that
     reading them one at a time would not. A term adds at most its bound to any chunk, so the
     k-th partial score rises by at most the bounds read, and a term stays essential while
-    its bound and those of the commoner ones reach the floor so raised. At a million chunks
-    reading 11 terms (457,000 postings) together took 8.3 ms, one at a time 12.8 ms; over 60
-    questions (A/B alternating in one process) most batches held one or two terms, and the
-    top 10's p95 went 29.2 -> 28.1 and 30.5 -> 30.0 ms in two runs."""
+    its bound and those of the commoner ones reach the floor so raised. One query for
+    several terms costs less than one a term."""
     batch, lifted = [unread[0]], bound[unread[0]]
     rest = sum(bound[t] for t in unread[1:])
     for t in unread[1:]:

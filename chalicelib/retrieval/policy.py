@@ -5,12 +5,10 @@ from typing import Optional
 
 from chalicelib.storage.chunks import TextQuery
 
-# HNSW's candidate list: 40 (pgvector's default) lost a quarter of the true top 10
-# at 100k chunks in bench/retrieval.py; 200 kept 94% of it, for about 4 ms more a query.
-# With graphs of m 24 and ef_construction 128 (migration 0013) on bench/retrieval.py's
-# synthetic chunks: at 100k, 100 kept 99.5% (4.0 ms a scan, 200: 6.7 ms); at a million,
-# 100 kept 95.4%, 200 98.0% and 400 99.0%, at p95 5.5, 11.0 and 21.9 ms with the index in
-# shared buffers. By the index's rows:
+# HNSW's candidate list: 40 (pgvector's default) lost a quarter of the true top 10 at 100k
+# chunks in bench/retrieval.py. With graphs of m 24 and ef_construction 128 (migration 0013)
+# a wider list keeps more of the true top 10 for a few milliseconds more a scan, the more
+# so the larger the index (the benchmark report's recall table). By the index's rows:
 HNSW_EF_SEARCH_BY_SIZE = ((200_000, 100), (2_000_000, 200))
 HNSW_EF_SEARCH_LARGEST = 400
 # Knowledge bases holding this many chunks or fewer are searched by an exact scan of
@@ -22,12 +20,9 @@ _WEB_SYNTAX = re.compile(r'"|\bOR\b|(^|\s)-\w')
 
 
 # Hybrid search fuses lists this many times deeper than asked, never shallower than the
-# floor. Was 4x and 40; over the 188 SciFact train questions at top_k 10 (nDCG@10 / recall@10):
-# corpus alone 0.8268 / 0.9309 at 40, 0.8304 / 0.9309 at 20; inside 1M synthetic chunks
-# 0.4545 / 0.5638 at 40, 0.4711 / 0.5665 at 20, where the keyword list at 40 was most of
-# hybrid's time (p95 45.8-48.5 ms against 37.8-38.5 at 20, alternating in one process). At
-# top_k 100 (the report's quality table) nDCG@10 is the same (0.8370, 0.8369) and recall@10
-# 0.9521 against 0.9415.
+# floor. Was 4x and 40: on the SciFact train questions a pool of 20 ranked as well or
+# better (nDCG@10, recall@10; alone and inside a million synthetic chunks), and the keyword
+# list at 40 was most of hybrid's time.
 FUSION_POOL_FACTOR = 2
 FUSION_POOL_MIN = 20
 # A reranked search sends the reranker this deep a list (limits.RERANK_CANDIDATES at most).

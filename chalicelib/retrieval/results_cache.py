@@ -36,10 +36,10 @@ class Lookup:
 def lookup(principal: Principal, request: SearchRequest) -> Optional[Lookup]:
     """None when the answer is not to be cached: a debug search, no Redis, or a gate that
     could not be opened (freshness.reopen). The counters, the gate and the stored answer come
-    in one round trip: the answer is kept with the counters it was computed under, and one stored under others is a miss (at 3 round trips a cached
-    search, each one was ~0.3 ms of ~4 on a quiet machine and several ms under load,
+    in one round trip: the answer is kept with the counters it was computed under, and one
+    stored under others is a miss (a round trip is a large share of a cached search's time,
     bench/api_overhead.py). No round trip of its own when its request read them ahead
-    (kv.read_ahead): in process, a cached search's p50 1.27 -> 1.10 ms."""
+    (kv.read_ahead)."""
     client = redis_client() if not request.debug else None
     if client is None:
         return None
@@ -98,8 +98,8 @@ def store_result(read: Optional[Lookup], result: SearchResult) -> None:
 
 def _plain(value):
     """json.dumps's hook: a record as its fields, anything else as text. The JSON asdict()
-    gives, written without asdict's deep copy first: 0.10 against 0.42 ms for an answer of 10
-    passages, paid by every search this cache misses."""
+    gives, written without asdict's deep copy first (a few times slower), which every search
+    this cache misses would pay."""
     return value.__dict__ if is_dataclass(value) else str(value)
 
 

@@ -5,8 +5,9 @@ Scores per strategy (a passage's `similarity`, the order of the results):
 - keyword: BM25 (chalicelib/retrieval/bm25.py: k1 1.2, b 0.75, exact) as a share of the most a
   chunk could score for this question (every term, often), 0..1;
 - hybrid: each list's scores min-max normalised over its candidates, then weighted
-  (hybridWeights, semantic 0.5 and keyword 0.5 unless asked) and summed, so 1.0 means
-  "ranked first by both" (see fuse).
+  (hybridWeights, semantic 0.5 and keyword 0.5 unless asked), summed and divided by the
+  weights of the lists that found anything, so 1.0 means "ranked first by every list that
+  found something" (see fuse).
 
 minScore has one meaning whatever the strategy: the cosine similarity of the passage
 to the question (scores.vector). A fused or keyword score says where a passage ranks
@@ -32,7 +33,7 @@ from chalicelib.retrieval import bm25, dedupe, parents, policy, rerank, results_
 from chalicelib.retrieval.cache import cached_embedding
 from chalicelib.retrieval.context import Fitted, excerpt, pack, summarise
 from chalicelib.retrieval.model import AlsoIn, Candidate, DebugView, Passage, Scores, SearchRequest, SearchResult
-from chalicelib.storage import acting_for, chunks, connection, db, terms
+from chalicelib.storage import acting_for, chunks, connection, db, term_blocks, terms
 from chalicelib.storage.chunks import Hit
 from chalicelib.storage.db import shared_snapshot
 
@@ -80,7 +81,7 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
         candidates.extend(found)
         cached = cached and hit
         views.append(view)
-    candidates.sort(key=lambda h: h.score, reverse=True)
+    candidates.sort(key=lambda h: h.ranking_score, reverse=True)
     if request.min_score > 0:
         candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
     # A few more than asked, to take the place of passages that repeat a better one's text.
@@ -158,7 +159,7 @@ def _debug_view(request: SearchRequest, semantic: list[Hit], keyword: list[Hit],
         return None
 
     def listed(hits: list[Hit]) -> tuple[Candidate, ...]:
-        return tuple(Candidate(h.chunk_id, h.document_id, round(h.score, 6),
+        return tuple(Candidate(h.chunk_id, h.document_id, round(h.ranking_score, 6),
                                excerpt(h.content, limits.DEBUG_CANDIDATE_TEXT_CHARS)) for h in hits)
 
     return DebugView(semantic=listed(semantic), keyword=listed(keyword),
@@ -191,10 +192,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
         side = db.side_connection() if hybrid and snapshot_name else None
         if side is not None:
             # Hybrid's semantic list (the embedding, then the graph) is read on a second
-            # connection in the same snapshot while the keyword list is read on the first.
-            # At a million chunks (as kb_app, 30 questions x 3, the same process): p50 25.9
-            # -> 15.9 ms and p95 38.4 -> 30.6 ms with the embedding cached, p95 44.0 -> 37.5
-            # ms computed, against reading both on one connection.
+            # connection in the same snapshot while the keyword list is read on the first, so
+            # the two lists' times overlap instead of adding up.
             beside = _BESIDE.submit(_embedded_semantic, side, snapshot_name, principal, request, kb_ids, dim,
                                     pool, embed)
             try:
@@ -206,8 +205,8 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             if semantic is None:  # the side connection failed: read it here, in the same snapshot
                 semantic = _semantic(conn, principal, request, kb_ids, dim, pool, vector)
         else:
-            # Embedded while the keyword list is read: a miss is ~10 ms of the local model's
-            # time, or a round trip to Bedrock or OpenAI, that no longer adds to the database's.
+            # Embedded while the keyword list is read: a miss (the local model's time, or a
+            # round trip to Bedrock or OpenAI) no longer adds to the database's.
             embedding = _BESIDE.submit(embed) if embed is not None else None
             kb_chunks = None
             if request.strategy in ("keyword", "hybrid"):
@@ -262,7 +261,7 @@ def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int)
     query = bm25.query(stats, words)
     match = policy.web_query(request.query)
     if match is None:
-        source = terms.BlockPostings(conn, kb_ids, query.terms, stats.blocks_versions, stats.document_frequency)
+        source = term_blocks.BlockPostings(conn, kb_ids, query.terms, stats.blocks_versions, stats.document_frequency)
         depth = pool
         for _ in range(2):
             ranked = bm25.top(query, source, depth)
@@ -279,36 +278,41 @@ def _bm25(conn, principal, request: SearchRequest, kb_ids: list[str], pool: int)
     else:
         rows = chunks.keyword_matches(conn, principal, kb_ids=kb_ids, query=query, top_k=pool, match=match,
                                       filters=request.filters)
-    return [h._replace(score=h.score / query.best, keyword=h.score / query.best) for h in rows], stats.chunks
+    return [h._replace(keyword=h.bm25 / query.best) for h in rows], stats.chunks
 
 
 def fuse(semantic: list[Hit], keyword: list[Hit], weights: tuple[float, float] = limits.HYBRID_WEIGHTS,
          method: str = "score") -> list[Hit]:
-    """Both candidate lists as one, scored 0..1 (1.0: first in both lists).
+    """Both candidate lists as one (`fused`), scored 0..1: 1.0 is first in every list that
+    found anything, so a list that found nothing (a question none of whose words a chunk
+    holds) does not halve the best passage's score.
 
-    "score" (the service's): a convex combination of each list's scores min-max
-    normalised over its candidates; a passage missing from a list gets 0 there.
-    "rank": reciprocal-rank fusion (k = 60), each list's term weighted, divided by its
-    maximum. On the SciFact train queries fusion by score ranks better (make bench:
-    the fusion table), as the hand check in issue 12 found outside the service.
+    "score" (the service's): each list's scores min-max normalised over its candidates,
+    weighted, summed, and divided by the weights of the lists that found anything (the
+    same divisor for every passage of a search, so the order is the weighted sum's); a
+    passage missing from a list gets 0 there. "rank": reciprocal-rank fusion (k = 60),
+    each list's term weighted, divided by its maximum over those lists. On the SciFact
+    train queries fusion by score ranks better (make bench: the fusion table).
 
-    Each list's `score` is its own (the cosine; BM25's share of the best); a keyword
+    Each list is scaled by its own score (the cosine; BM25's share of the best); a keyword
     hit the semantic list lacks keeps the cosine it carries (`vector`), if any."""
     w_semantic, w_keyword = weights
     in_semantic, in_keyword = {h.chunk_id: h for h in semantic}, {h.chunk_id: h for h in keyword}
     found = {**in_keyword, **in_semantic}
+    lists = [(w, hits) for w, hits in ((w_semantic, semantic), (w_keyword, keyword)) if hits]
     if method == "rank":
-        parts = [(w_semantic, _ranks(semantic)), (w_keyword, _ranks(keyword))]
-        best = sum(w / (RRF_K + 1) for w, _ in parts)
+        parts = [(w, _ranks(hits)) for w, hits in lists]
+        best = sum(w / (RRF_K + 1) for w, _ in parts) or 1.0
         fused = {chunk_id: sum(w / (RRF_K + ranks[chunk_id]) for w, ranks in parts if chunk_id in ranks) / best
                  for chunk_id in found}
     else:
         scale = _spread if method == "distribution" else _min_max
-        parts = [(w_semantic, scale(semantic)), (w_keyword, scale(keyword))]
-        fused = {chunk_id: sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts) for chunk_id in found}
-    return sorted((h._replace(vector=in_semantic[i].score if i in in_semantic else h.vector,
-                             keyword=in_keyword[i].score if i in in_keyword else None, fused=fused[i], score=fused[i])
-                   for i, h in found.items()), key=lambda h: (-h.score, h.chunk_id))
+        parts = [(w, scale(hits)) for w, hits in lists]
+        best = sum(w for w, _ in parts) or 1.0
+        fused = {chunk_id: sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts) / best for chunk_id in found}
+    return sorted((h._replace(vector=in_semantic[i].vector if i in in_semantic else h.vector,
+                             keyword=in_keyword[i].keyword if i in in_keyword else None, fused=fused[i])
+                   for i, h in found.items()), key=lambda h: (-h.fused, h.chunk_id))
 
 
 def _spread(hits: list[Hit]) -> dict[int, float]:
@@ -317,7 +321,7 @@ def _spread(hits: list[Hit]) -> dict[int, float]:
     weighs more than one whose scores are all alike."""
     if not hits:
         return {}
-    scores = [h.score for h in hits]
+    scores = [h.ranking_score for h in hits]
     mean = sum(scores) / len(scores)
     sigma = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
     if sigma == 0:
@@ -333,7 +337,7 @@ def _ranks(hits: list[Hit]) -> dict[int, int]:
 def _min_max(hits: list[Hit]) -> dict[int, float]:
     if not hits:
         return {}
-    scores = [h.score for h in hits]
+    scores = [h.ranking_score for h in hits]
     low, span = min(scores), max(scores) - min(scores)
     return {h.chunk_id: (s - low) / span if span > 0 else 1.0 for h, s in zip(hits, scores)}
 
@@ -347,11 +351,11 @@ def _recency(hit: Hit) -> float:
 
 def _prioritise(hits: list[Hit], prioritize_by: str) -> list[Hit]:
     if prioritize_by == "recency":
-        return sorted(hits, key=lambda h: (h.indexed_at or datetime.min.replace(tzinfo=timezone.utc), h.score),
+        return sorted(hits, key=lambda h: (h.indexed_at or datetime.min.replace(tzinfo=timezone.utc), h.ranking_score),
                       reverse=True)
     if prioritize_by == "balanced":
-        top = max((h.score for h in hits), default=1.0) or 1.0
-        return sorted(hits, key=lambda h: 0.7 * h.score / top + 0.3 * _recency(h), reverse=True)
+        top = max((h.ranking_score for h in hits), default=1.0) or 1.0
+        return sorted(hits, key=lambda h: 0.7 * h.ranking_score / top + 0.3 * _recency(h), reverse=True)
     return hits
 
 
@@ -366,7 +370,7 @@ def _passage(rank: int, fitted: Fitted[Hit]) -> Passage:
         rank=rank, content=fitted.content, source=_source(hit),
         path=hit.path,
         document_id=hit.document_id, knowledge_base_id=hit.kb_id, chunk_index=hit.chunk_index,
-        page=hit.page, headers=hit.headers, similarity=round(hit.score, 6),
+        page=hit.page, headers=hit.headers, similarity=round(hit.ranking_score, 6),
         metadata=hit.metadata, tokens=fitted.tokens, truncated=fitted.truncated,
         scores=Scores(*(round(s, 6) if s is not None else None for s in (hit.vector, hit.keyword, hit.fused))),
         rerank_score=hit.rerank, chunk_id=hit.chunk_id, span=hit.span, filesize=hit.size,

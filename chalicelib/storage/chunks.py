@@ -5,7 +5,7 @@ candidate list) is the caller's: chalicelib.retrieval decides it."""
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, NamedTuple, Optional, Sequence
+from typing import Literal, NamedTuple, Optional, Protocol, Sequence
 
 import numpy as np
 import psycopg
@@ -15,8 +15,15 @@ from chalicelib.storage import chunk_versions
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
 
-if TYPE_CHECKING:
-    from chalicelib.retrieval.bm25 import Bm25Query
+
+class KeywordQuery(Protocol):
+    """A question as BM25 scores it (retrieval/bm25.py's Bm25Query, which owns the formula):
+    its terms, the SQL of its term-frequency factor and that SQL's parameters."""
+    terms: tuple[str, ...]
+
+    def sql_saturation(self, tf: str, dl: str) -> str: ...
+
+    def sql_params(self) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -71,14 +78,14 @@ RESULT_COLUMNS = """c.id AS chunk_id, c.kb_id, c.content, c.chunk_index, c.page,
 
 class Hit(NamedTuple):
     """A chunk a search found, from its row (RESULT_COLUMNS and a score) to the passage it
-    becomes. `score` orders the list the hit is in: here the cosine or BM25 as SQL computed
-    it, then what retrieval ranks by (chalicelib/retrieval/search.py). Retrieval fills in
-    the other scores with _replace as it learns them.
+    becomes. Each score field keeps one meaning from SQL to the view: `vector` the cosine,
+    `bm25` BM25 as SQL or bm25.top computed it, `keyword` that as a share of the most a chunk
+    could score, `fused` hybrid's fusion of both lists, `rerank` the reranker's relevance.
+    Retrieval fills them in with _replace as it learns them; `ranking_score` names the one
+    the hit's list is ordered by.
 
-    A NamedTuple rather than a frozen dataclass for the copies: a hybrid search (pool 40)
-    makes about 150, and dataclasses.replace took ~7 µs a copy where _replace takes ~1.3;
-    from rows to passages, 1.3 ms a search with the one, 0.4 with the other (0.2 with the
-    dicts before)."""
+    A NamedTuple rather than a frozen dataclass for the copies: a hybrid search makes about
+    150, and dataclasses.replace costs several times what _replace does."""
     chunk_id: int
     kb_id: str
     content: str
@@ -92,9 +99,9 @@ class Hit(NamedTuple):
     path: Optional[str]
     kind: str
     indexed_at: Optional[datetime]
-    score: float
     tokens: Optional[int]  # counted when the chunk was cut; None once the content changes
     vector: Optional[float] = None  # cosine similarity to the question
+    bm25: Optional[float] = None  # BM25 (retrieval/bm25.py), unscaled
     keyword: Optional[float] = None  # BM25 as a share of the most a chunk could score
     fused: Optional[float] = None  # hybrid's fusion of both lists
     rerank: Optional[float] = None  # the reranker's relevance
@@ -106,15 +113,24 @@ class Hit(NamedTuple):
     uploaded_by: Optional[str] = None
     total_chunks: Optional[int] = None
 
+    @property
+    def ranking_score(self) -> float:
+        """The score the hit's list is ordered by: hybrid's fused score once fused, else the
+        keyword list's share of the best, else the cosine, else (straight from SQL) BM25."""
+        for score in (self.fused, self.keyword, self.vector, self.bm25):
+            if score is not None:
+                return score
+        return 0.0
+
     @classmethod
     def of(cls, row: dict, cosine: bool = False) -> "Hit":
-        """The hit of a search's row; `cosine`: its score is the cosine similarity."""
+        """The hit of a search's row; `cosine`: its score is the cosine similarity, else BM25."""
         score = float(row["score"])
         return cls(chunk_id=row["chunk_id"], kb_id=row["kb_id"], content=row["content"],
                    chunk_index=row["chunk_index"], page=row["page"], headers=row["headers"],
                    metadata=row["metadata"], document_id=row["document_id"], title=row["title"],
                    filename=row["filename"], path=row["path"], kind=row["kind"], indexed_at=row["indexed_at"],
-                   score=score, tokens=row["token_count"], vector=score if cosine else None,
+                   tokens=row["token_count"], vector=score if cosine else None, bm25=None if cosine else score,
                    size=row["size_bytes"], uploaded_at=row["uploaded_at"], uploaded_by=row["uploaded_by"],
                    total_chunks=row["total_chunks"])
 
@@ -202,7 +218,7 @@ def semantic_search(conn: psycopg.Connection, principal, *, kb_ids: list[str], d
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         # The graph, not a sort of the knowledge base's rows: pgvector's cost estimate
         # grows with m, and for graphs of m 24 (migration 0013) the planner sorted all of
-        # a 10,000-chunk knowledge base instead (43 ms a search against 3).
+        # a 10,000-chunk knowledge base instead, many times slower.
         conn.execute("SET LOCAL enable_sort = off")
         rows = conn.execute(sql.format(order=distance), params).fetchall()
         if len(rows) < top_k:
@@ -239,7 +255,7 @@ def keyword_rows(conn: psycopg.Connection, principal, *, kb_ids: list[str], rank
          LIMIT %(k)s""", params).fetchall()]
 
 
-def keyword_matches(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: "Bm25Query", top_k: int,
+def keyword_matches(conn: psycopg.Connection, principal, *, kb_ids: list[str], query: KeywordQuery, top_k: int,
                     match: Optional[TextQuery] = None, filters: SearchFilters = SearchFilters()) -> list[Hit]:
     """BM25 over every chunk the match (web-search syntax: phrases, OR, -word; else any of
     the query's terms) finds through the GIN index, that the caller may read and the

@@ -64,9 +64,9 @@ def ensure_vector_index(conn: psycopg.Connection, dim: int) -> None:
 def get_visible(conn: psycopg.Connection, principal, kb_id: str, *, for_update: bool = False,
                 stats: bool = True) -> Optional[dict]:
     """The knowledge base if the caller sees it; with its stats unless told otherwise (they
-    read every document it holds: 200 ms at 100,000 on a loaded 2-core machine,
-    bench/documents_list.py). FOR UPDATE never has them: it does not go with an aggregate.
-    Without stats it says whether the caller passes the write lists (writes_by_access)."""
+    read every document it holds, slow for a large one: bench/documents_list.py). FOR UPDATE
+    never has them: it does not go with an aggregate. Without stats it says whether the
+    caller passes the write lists (writes_by_access)."""
     if for_update or not stats:
         return conn.execute(
             f"SELECT {KB_COLUMNS}, {WRITES_BY_ACCESS} AS writes_by_access"

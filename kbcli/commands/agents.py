@@ -9,7 +9,7 @@ from kbcli.session import Session, YesOption, command, delete_confirmed, new_gro
 
 app = new_group("agents", "Agents: create, list, show, delete (their tools: kb tools).")
 
-AgentId = Annotated[str, typer.Argument(help="The agent's id (agent_…).", show_default=False)]
+AgentId = Annotated[str, typer.Argument(help="The agent's id (agent_…) or name.", show_default=False)]
 
 
 def render_tools(tools: list[dict]) -> None:

@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
     def apply_command(session: Session, filename: FileOption,
                       prune: Annotated[bool, typer.Option("--prune", help="Also remove an agent's knowledge-base"
                                                           " tools its file does not list.")] = False):
-        """Create or change knowledge bases and agents to match knowledge/v1 YAML (seed 004)."""
+        """Create or change knowledge bases and agents to match knowledge/v1 YAML files."""
         specs = manifests.load(filename)
         if not specs:
             raise CliError("NO_DEFINITIONS", f"no knowledge/v1 documents in {', '.join(filename)}", exit_code=2)

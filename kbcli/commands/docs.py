@@ -17,7 +17,7 @@ from kbcli.session import Session, YesOption, command, delete_confirmed, json_op
 app = new_group("docs", "Documents: upload files and folders, list, status, chunks, delete, reindex.")
 
 # --knowledge-base as seed 004's `docs upload` spells it.
-KbOption = Annotated[str, typer.Option("--kb", "--knowledge-base", help="The knowledge base's id (kb_…).",
+KbOption = Annotated[str, typer.Option("--kb", "--knowledge-base", help="The knowledge base's id (kb_…) or name.",
                                        show_default=False)]
 DocId = Annotated[str, typer.Argument(help="The document's id (doc_…) or its path in the knowledge base"
                                             " (guides/install/index.html).", show_default=False)]
@@ -99,8 +99,19 @@ def upload_lines(results: list[dict]) -> list[str]:
         elif r["result"] == upload.DELETED:
             lines.append(f"✓ Deleted: {r['path']}")
         else:
-            lines.append(f"✓ {'Unchanged' if r['result'] == upload.UNCHANGED else 'Uploaded'}: {r['localPath']}")
+            lines.append(f"✓ {'Unchanged' if r['result'] == upload.UNCHANGED else 'Uploaded'}: {r['localPath']}"
+                         + (f" (stored as {r['path']})" if _renamed(r) else ""))
     return lines
+
+
+def _renamed(result: dict) -> bool:
+    """The API stored the file at another path than the one asked for (characters S3 and
+    shells handle badly become '_')."""
+    return bool(result.get("askedPath")) and result["path"] != result["askedPath"]
+
+
+def shown_path(result: dict) -> str:
+    return f"{result['path']} (asked: {result['askedPath']})" if _renamed(result) else result["path"]
 
 
 def render_upload(results: list[dict], waited: bool) -> None:
@@ -110,7 +121,7 @@ def render_upload(results: list[dict], waited: bool) -> None:
         output.note(summary(results))
         return
     output.table(["path", "result", "document", "status", "chunks", "error"], (
-        (r["path"], Styled(f"[{RESULT_STYLE[r['result']]}]{r['result']}[/]"), r["id"], styled_status(r["status"]),
+        (shown_path(r), Styled(f"[{RESULT_STYLE[r['result']]}]{r['result']}[/]"), r["id"], styled_status(r["status"]),
          r["chunks"],
          Styled(f"[red]{output.cell(r['error']['code'])}[/]: {output.cell(r['error']['message'])}")
          if r["error"] else None)
@@ -152,17 +163,28 @@ def upload_(session: Session,
 
     A folder's files keep their paths relative to the folder (as `aws s3 sync` does); a file
     named, or matched by a glob, goes under its own name; --prefix puts them below a folder.
+    Links to folders are followed; a link back into a folder being walked (a loop) and a
+    broken link are left out with a warning. A path is stored with the characters S3 and
+    shells handle badly as '_' (hot fix?.md as hot fix_.md): the results show it as stored.
     A path that holds the same bytes already is "unchanged" and not sent again.
     Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion."""
     attributes = json_option(metadata, "--metadata")
+    skipped: list[upload.Skipped] = []
     plan = upload.Plan.of(upload.collect(paths, include or [], exclude or [], upload.clean_prefix(prefix),
-                                         recursive=recursive))
+                                         recursive=recursive, skipped=skipped))
+    warn_skipped(session, skipped)
     client = session.client()
     client.get(f"/knowledge-bases/{kb}")  # an unknown knowledge base is one error, not one per file
     results = _send(session, client, kb, plan, attributes, concurrency, wait, timeout)
     session.emit(results, lambda r: render_upload(r, wait))
     if any(item.failed for item in plan.items):
         raise typer.Exit(1)
+
+
+def warn_skipped(session: Session, skipped: list[upload.Skipped]) -> None:
+    """What a folder walk left out, on stderr (a JSON line each with --json): never silently."""
+    for item in skipped:
+        output.warn(f"skipped {item.local}: {item.reason}", session.json)
 
 
 def _send(session: Session, client: Client, kb: str, plan: upload.Plan, attributes: Optional[dict], concurrency: int,
@@ -211,17 +233,19 @@ def sync_folder(session: Session,
                 wait: Annotated[bool, typer.Option("--wait", help="Follow ingestion to the end.")] = False,
                 timeout: Annotated[float, typer.Option(help="With --wait, give up after this many seconds.")] = 900,
                 concurrency: Annotated[int, typer.Option(min=1, max=32, help="Files uploaded at once.")] = 4):
-    """Mirror a local folder into a knowledge base (seed 003's local-folder source): new and
+    """Mirror a local folder into a knowledge base: new and
     changed files are uploaded (by path and content hash: unchanged ones are not sent), and the
     documents below --prefix whose file is gone are deleted, as `aws s3 sync --delete` does.
     What --include/--exclude leave out is neither sent nor deleted."""
     include, exclude, prefix = include or [], exclude or [], upload.clean_prefix(prefix)
+    skipped: list[upload.Skipped] = []
     try:
-        sources = upload.collect([str(folder)], include, exclude, prefix, recursive=True)
+        sources = upload.collect([str(folder)], include, exclude, prefix, recursive=True, skipped=skipped)
     except CliError as error:
         if error.code != "NO_FILES":
             raise
         sources = []  # an empty folder: everything below the prefix goes
+    warn_skipped(session, skipped)
     plan = upload.Plan.of(sources)
     client = session.client()
     client.get(f"/knowledge-bases/{kb}")
@@ -230,6 +254,9 @@ def sync_folder(session: Session,
     gone = [d for d in client.every(docs_path(kb), params) if d.get("path") and d["path"] not in local
             and upload.selected(PurePosixPath(d["path"][len(prefix) + 1:] if prefix else d["path"]), include, exclude)]
     results = _send(session, client, kb, plan, None, concurrency, wait, timeout) if plan.items else []
+    # A file the API stored at another path than its name (`hot fix?.md` as `hot fix_.md`) is still there.
+    stored = {item.document.get("path") for item in plan.items if item.document}
+    gone = [d for d in gone if d["path"] not in stored]
     failed = any(item.failed for item in plan.items)
     for doc in gone if delete else []:
         try:

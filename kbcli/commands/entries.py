@@ -13,7 +13,7 @@ app = new_group("entries", "Text entries: add a searchable piece of text to a kn
 
 @command(app, "add")
 def add(session: Session,
-        kb: Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…).", show_default=False)],
+        kb: Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…) or name.", show_default=False)],
         title: Annotated[str, typer.Option(help="Its title (weighs more in keyword search).", show_default=False)],
         content: Annotated[Optional[str], typer.Option(help="The text (or --file, or standard input).")] = None,
         file: Annotated[Optional[str], typer.Option("--file", help="Read the text from this file"

@@ -29,7 +29,7 @@ ChildTokens = Annotated[Optional[int], typer.Option(
     help="hierarchical: tokens per chunk indexed (at most what the embedding model reads: 214 for the local one).")]
 
 
-KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…).", show_default=False)]
+KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…) or name.", show_default=False)]
 
 
 def kb_path(kb_id: str) -> str:

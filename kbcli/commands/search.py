@@ -26,15 +26,19 @@ def _preview(text: str, full: bool) -> str:
 
 
 def render_results(data: dict, full: bool, several: bool) -> None:
-    columns = ["#", "score", "source", *(["knowledge base"] if several else []), "passage"]
+    """score: what the list is ordered by (hybrid: the fused score, 1.0 first by meaning and by
+    words); cosine: the similarity in meaning to the query, which --min-score applies to."""
+    columns = ["#", "score", "cosine", "path", "section", *(["knowledge base"] if several else []),
+               "passage"]
     rows = []
     for hit in data.get("results") or []:
-        source = hit.get("source") or "-"
+        where = hit.get("path") or hit.get("source") or "-"  # an entry has no path: its title
         if hit.get("page") is not None:
-            source += f" p.{hit['page']}"
+            where += f" p.{hit['page']}"
         if hit.get("alsoIn"):  # the same text, or nearly, in other documents
-            source += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
-        rows.append((hit.get("rank"), hit.get("similarity"), source,
+            where += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
+        rows.append((hit.get("rank"), hit.get("similarity"), (hit.get("scores") or {}).get("vectorScore"), where,
+                     hit.get("section"),
                      *([hit.get("knowledgeBaseId")] if several else []),
                      _preview(hit.get("content", hit.get("summary")), full)))
     output.table(columns, rows, empty="no passages matched")
@@ -49,14 +53,14 @@ def search(session: Session,
            query: Annotated[Optional[str], typer.Argument(help="What to look for (not with --batch).",
                                                           show_default=False)] = None,
            kb: Annotated[Optional[list[str]], typer.Option(
-               "--kb", help="A knowledge base's id; repeat it to search several. With --batch, the knowledge"
+               "--kb", help="A knowledge base's id or name; repeat it to search several. With --batch, the knowledge"
                             " bases of the searches that name none.", show_default=False)] = None,
            strategy: Annotated[Optional[Strategy], typer.Option(help="Default: the service's (hybrid).")] = None,
            top_k: Annotated[Optional[int], typer.Option(help="How many passages (1-20, default 5).")] = None,
            max_tokens: Annotated[Optional[int], typer.Option(help="Token budget for the passages"
                                                              " (default 4000).")] = None,
            min_score: Annotated[Optional[float], typer.Option(help="Least cosine similarity to the query"
-                                                              " (0-1).")] = None,
+                                                              " (0-1): the cosine column, not the score.")] = None,
            filter_: Annotated[Optional[str], typer.Option("--filter", help="A Bedrock-style metadata filter as JSON"
                                                           " (or @file.json), e.g. '{\"equals\": {\"key\": \"team\","
                                                           " \"value\": \"support\"}}'.")] = None,

@@ -12,7 +12,7 @@ from kbcli.session import Session, command, new_group
 app = new_group("sessions", "An agent's sessions: open, add messages, complete (extracts what it taught), show.")
 
 SessionId = Annotated[str, typer.Argument(help="The session's id (session_…).", show_default=False)]
-KbOption = Annotated[Optional[str], typer.Option("--kb", help="The knowledge base its knowledge goes to.")]
+KbOption = Annotated[Optional[str], typer.Option("--kb", help="The knowledge base its knowledge goes to (its id or name).")]
 
 
 def _path(agent: str, session_id: str = "") -> str:

@@ -14,8 +14,8 @@ from kbcli.session import Session, YesOption, command, delete_confirmed, new_gro
 
 app = new_group("tools", "An agent's knowledge-base tools: browse, add, configure, edit, remove, invoke, list.")
 
-AgentOption = Annotated[str, typer.Option("--agent", help="The agent's id (agent_…).", show_default=False)]
-KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…).", show_default=False)]
+AgentOption = Annotated[str, typer.Option("--agent", help="The agent's id (agent_…) or name.", show_default=False)]
+KbOption = Annotated[str, typer.Option("--kb", help="The knowledge base's id (kb_…) or name.", show_default=False)]
 ToolId = Annotated[str, typer.Argument(help="The tool's id (tool_kb_…) or its name in the agent"
                                               " (search_product_docs).", show_default=False)]
 NameOption = Annotated[Optional[str], typer.Option("--name", help="The tool's name as the model sees it"
@@ -23,7 +23,7 @@ NameOption = Annotated[Optional[str], typer.Option("--name", help="The tool's na
 DescriptionOption = Annotated[Optional[str], typer.Option("--description", help="What the model reads about it.")]
 TopKOption = Annotated[Optional[int], typer.Option("--top-k", help="Passages per call unless the model asks"
                                                    " otherwise (1-20).")]
-MinScoreOption = Annotated[Optional[float], typer.Option("--min-score", help="Least cosine similarity (0-1).")]
+MinScoreOption = Annotated[Optional[float], typer.Option("--min-score", help="Least cosine similarity (0-1): the cosine column, not the score.")]
 
 
 # A tool's id as the API makes them (agents/tools.py): anything else is a tool's name.
@@ -152,8 +152,9 @@ def list_(session: Session, agent: AgentOption,
 def render_invocation(result: dict) -> None:
     output.note(f"{output.cell(result.get('knowledgeBaseName'))}, {output.cell(json.dumps(result.get('query')))}:"
                 f" {output.cell(result.get('resultCount'))} results")
-    output.table(["#", "score", "source", "passage"], (
-        (hit.get("rank"), hit.get("similarity"), hit.get("source"), " ".join((hit.get("content") or "").split()))
+    output.table(["#", "score", "cosine", "source", "passage"], (
+        (hit.get("rank"), hit.get("similarity"), hit.get("vectorScore"), hit.get("source"),
+         " ".join((hit.get("content") or "").split()))
         for hit in result.get("results") or []), empty="no passages")
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_key
 
-# Small real documents from the shared data, and where each goes in the uploaded folder.
+# Small real documents (tests/data/docs), and where each goes in the uploaded folder.
 REAL_FILES = {"crazyones.pdf": "crazyones.pdf", "pypdf-extract-text.md": "pypdf-extract-text.md",
               "par-known-paragraphs.docx": "word/par-known-paragraphs.docx",
               "two-different-pages.pdf": "word/nested/two-different-pages.pdf"}

@@ -19,7 +19,9 @@ from tests.integration.bedrock_server import TitanEmbeddingServer
 sys.path.insert(0, str(ROOT / "infra"))
 from deploy import wait_until_updated  # noqa: E402
 
-EMBEDDING_HANDLERS = ("app.pipeline_chunk", "app.pipeline_embed", "app.app")  # found by handler: names follow the deploy
+# Found by handler: names follow the deploy.
+EMBEDDING_HANDLERS = ("chalicelib.ingestion.events.pipeline_chunk", "chalicelib.ingestion.events.pipeline_embed",
+                      "app.app")
 VARIABLE = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"
 
 

@@ -31,7 +31,8 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
         for strategy in ("semantic | miss", "semantic | hit", "keyword | miss", "hybrid | miss", "hybrid | hit"):
             assert re.search(rf"\| {size} \| {re.escape(strategy)} \|( \d+\.\d \|){{3}} [\d.]+-[\d.]+ \|( \d+\.\d \|){{3}}",
                              report), (size, strategy)
-    assert len(re.findall(r"^\| (1|4|16) \| \d+\.\d \|", report, re.M)) == 3  # throughput per client count
+    # throughput per client count (the quick levels: a worker each)
+    assert re.findall(r"^\| (\d+) \| \d+\.\d \| \d+\.\d \| \d+\.\d \|$", report, re.M) == ["1", "2", "4"]
     assert "## Local embedding model: ONNX against PyTorch" in report
     # the server's pgvector against the wheel's and a -march=native build, each as a ratio to it
     assert re.search(r"^\| portable \| (\d+\.\d\d / \d+\.\d\d \(×1\.00\) \| ){3}\d+\.\d \(×1\.00\) \|$", report, re.M)
@@ -58,10 +59,16 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
         assert re.search(rf"^\| {sort}, first page \| 100 \| 100 \| \d+\.\d \| \d+\.\d( \*\*over\*\*)? \|", report, re.M), sort
         assert re.search(rf"^\| {sort} \| 10 \| 10,000, yes \|", report, re.M), sort
     # seed 004's targets beside the run's figures (the quick ingestion has no 50 MB file)
-    assert "## Seed targets" in report
+    assert "## Targets" in report
     for target in ("queries under 2 s", "> 80% relevant chunks in the top 3", "1000+ concurrent users"):
         assert re.search(rf"^\| {re.escape(target)} \| [^|]+ \| (yes|no|not measured) \|", report, re.M), target
     figures = json.loads((RESULTS / "benchmarks.json").read_text())
+    # the one run both files come from: its date, commit and load average
+    run = figures["run"]
+    assert run["wholeRun"] and run["date"] == run["startedAt"][:10] and run["endedAt"] >= run["startedAt"], run
+    assert run["commit"] and run["loadAverage"]["start"] >= 0 and run["loadAverage"]["end"] >= 0, run
+    assert f"at commit {run['commit']}" in report and f"on {run['date']}" in report
+    assert figures["ingestion"]["embeddingChunksPerSecond"] > 0 and figures["ingestion"]["endToEndDocumentsPerMinute"] > 0
     folder = figures["realFolder"]
     assert folder["files"] == 12 and {"html", "text", "pdf", "docx"} <= set(folder["kinds"])
     # the stack ingests every document the extractor can read: none lost to throttling or a worker's fault
@@ -85,6 +92,11 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
                                                                  "exact-cosine"}
     assert "## At scale: peers and quality" in report
     assert {(r["strategy"], r["ratioP50"] > 0) for r in figures["isolation"]} == {("semantic", True), ("keyword", True)}
+    # the capacity model's tables from its quick costs: documents an hour by size and width, searches by load
+    assert "## Capacity planning" in report and "**One 50 MB text file**" in report
+    capacity = figures["capacity"]
+    assert len(capacity["documentsPerHour"]) == 20 and all(r["perHour"] > 0 for r in capacity["documentsPerHour"])
+    assert [r["perSecond"] for r in capacity["search"]][:4] == [10, 100, 1000, 5000]
     for image in ("latency-by-size.png", "quality-by-method.png"):
         assert (RESULTS / image).stat().st_mtime >= started
         assert (RESULTS / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -4,8 +4,8 @@ mocks. The tests run in order, as one person's session: sign in, create a knowle
 (a refusal first, shown as the API words it), upload (drag and drop, and the file picker)
 until PROCESSED, search with debug scores, page through more documents than a page holds
 (filters, sorts, a stale token), create an agent, browse and quick add, configure
-a second tool, edit (the console's own checks, then the API's refusal, then a save), try a
-tool, remove one, delete its knowledge base and see the warning; keyboard (Escape, focus
+a second tool, edit (the console's own checks, then the API's refusal, then a save), the agent's
+MCP URL and client configuration, try a tool (the text the model reads), remove one, delete its knowledge base and see the warning; keyboard (Escape, focus
 trapped) on the way; the phone size at the end. Screenshots of each page go to
 .kb/console/ (docs/console-*.png are two of them)."""
 import base64
@@ -274,8 +274,17 @@ def test_search_playground_shows_the_three_scores_side_by_side(driver, user, sta
     need(state, 'kb')
     kb = state["kb"]
     fill(css(driver, "input[name=query]"), "the pump hums but does not turn")
+    debug = css(driver, "input[name=debug]")
+    assert not debug.is_selected()  # off by default: the answer as any client gets it, no scores
     button(driver, "Search").click()
     first = css(driver, "ol.passages li.passage")
+    assert "impeller" in first.text and not first.find_elements("css selector", ".scores")
+    assert not driver.find_elements("css selector", "details.debug-candidates")
+    debug.click()
+    button(driver, "Search").click()
+    first = wait_for(driver, lambda d: (lambda e: e[0] if e else None)(
+        d.find_elements("css selector", "ol.passages li.passage .scores")), what="the debug scores")
+    first = first.find_element("xpath", "./ancestor::li[contains(@class, 'passage')]")
     scores = dict(zip([e.text for e in first.find_elements("css selector", ".scores dt")],
                       [e.text for e in first.find_elements("css selector", ".scores dd")]))
     answer = user.call("POST", f"/knowledge-bases/{kb['id']}/search",
@@ -512,17 +521,48 @@ def test_edit_tool_checks_then_api_refusal_then_saves(driver, user, state):
     assert "topK 7 · minScore 0.45" in css(driver, f"li.tool-card[data-tool-id='{tool['id']}']").text
 
 
-def test_try_it_shows_what_the_model_reads(driver, state):
-    need(state, 'tool')
-    card = css(driver, f"li.tool-card[data-tool-id='{state['tool']['id']}']")
+def test_agent_page_shows_its_mcp_url_and_a_configuration_to_paste(driver, user, local_env, state):
+    need(state, 'agent')
+    agent = state["agent"]
+    url = css(driver, "section.connect code.mcp-url").text
+    assert url == f"{local_env['KB_API_URL']}/agents/{agent['id']}/mcp"
+    config = css(driver, "section.connect pre.mcp-config")
+    server = json.loads(config.text)["mcpServers"]["kb-support-bot"]
+    assert server == {"type": "http", "url": url, "headers": {"Authorization": "Bearer YOUR_API_KEY"}}
+    css(driver, "section.connect input[name=withKey]").click()
+    server = json.loads(config.text)["mcpServers"]["kb-support-bot"]
+    assert server["headers"]["Authorization"] == f"Bearer {user.key}"
+    # What was pasted works: the endpoint answers an MCP client's first request with that header.
+    hello = requests.post(url, headers={**server["headers"], "Accept": "application/json, text/event-stream"},
+                          json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                              "protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "console-test", "version": "1"}}}, timeout=60)
+    assert hello.status_code == 200 and "serverInfo" in hello.text, hello.text[:500]
+    assert unlabelled(driver) == []
+
+
+def test_try_it_shows_what_the_model_reads(driver, user, state):
+    need(state, 'agent', 'tool')
+    tool_id = state["tool"]["id"]
+    card = css(driver, f"li.tool-card[data-tool-id='{tool_id}']")
     card.find_element("css selector", "details.try summary").click()
     fill(card.find_element("css selector", "input[name=query]"), "the pump hums but does not turn")
     button(card, "Invoke").click()
     output = wait_for(driver, lambda d: (lambda e: e if e.is_displayed() and e.text else None)(
-        d.find_element("css selector", f"li.tool-card[data-tool-id='{state['tool']['id']}'] pre.tool-result")))
-    result = json.loads(output.text)
-    assert result["success"] is True and result["results"], result
-    assert "impeller" in result["results"][0]["content"]
+        d.find_element("css selector", f"li.tool-card[data-tool-id='{tool_id}'] pre.tool-result")))
+    # The MCP text block, as the MCP endpoint renders it, not JSON with escaped newlines.
+    mcp = user.call("POST", f"/agents/{state['agent']['id']}/tools/{tool_id}/invoke?format=mcp",
+                    {"query": "the pump hums but does not turn"}).json()
+    assert output.get_attribute("textContent") == mcp["content"][0]["text"]
+    assert output.text.startswith("Pump manuals: ") and "\n[1] " in output.text and "impeller" in output.text
+    # The JSON behind a toggle.
+    toggle = card.find_element("css selector", "details.tool-json-toggle")
+    raw = toggle.find_element("css selector", "pre.tool-json")
+    assert not raw.is_displayed()
+    toggle.find_element("css selector", "summary").click()
+    result = json.loads(wait_for(driver, lambda d: raw.is_displayed() and raw.text, what="the JSON"))
+    assert result["success"] is True and "impeller" in result["results"][0]["content"]
+    assert result["results"] == mcp["structuredContent"]["results"]
     shot(driver, "agent-tools")
 
 
@@ -567,8 +607,11 @@ def test_deleted_knowledge_base_warns_on_the_tool(driver, user, state):
     button(card, "Invoke").click()
     output = wait_for(driver, lambda d: (lambda e: e if e.is_displayed() and e.text else None)(
         d.find_element("css selector", f"li.tool-card[data-tool-id='{tool['id']}'] pre.tool-result")))
-    assert json.loads(output.text) == {"success": False, "error": True,
-                                       "message": "Knowledge base not found. It may have been deleted."}
+    assert output.get_attribute("textContent") == "Knowledge base not found. It may have been deleted."
+    toggle = card.find_element("css selector", "details.tool-json-toggle")
+    toggle.find_element("css selector", "summary").click()
+    assert json.loads(toggle.find_element("css selector", "pre.tool-json").text) == {
+        "success": False, "error": True, "message": "Knowledge base not found. It may have been deleted."}
     shot(driver, "agent-deleted-knowledge-base")
 
 

@@ -158,7 +158,7 @@ def nodejs_kb(api, s3):
         if len(done) == len(PAGES):
             break
         assert time.monotonic() < deadline, f"{len(done)} of {len(PAGES)} pages ingested: {[d['status'] for d in docs]}"
-        time.sleep(2)
+        time.sleep(0.5)
     failed = {d["path"]: d["error"] for d in docs if d["status"] != "PROCESSED"}
     assert not failed, failed
     yield kb, docs

@@ -1,12 +1,16 @@
 """The stack `make up` deploys through the emulator's CloudFormation from the same template
 `make package` builds for AWS."""
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psycopg
@@ -77,6 +81,120 @@ def test_make_up_again_is_a_stack_update_that_changes_nothing_when_nothing_chang
     after = cfn.describe_stack_events(StackName=local_env["KB_STACK"])["StackEvents"]
     assert len(after) == len(before)
     assert api.call("GET", "/knowledge-bases").status_code == 200
+    # It ends with what to do next: the console, a command to try, an MCP client's configuration.
+    steps = run.stdout[run.stdout.index("\nNext steps\n"):]
+    assert f"console   {local_env['KB_API_URL']}/console" in steps
+    assert "kb search 'How do I make a file searchable?' --kb 'Demo knowledge base'" in steps
+    (server,) = json.loads(steps[steps.index("{"):])["mcpServers"].values()
+    agent_id = server["args"][server["args"].index("--agent") + 1]
+    assert server["command"] == str(ROOT / ".venv" / "bin" / "kb") and server["args"][0] == "mcp"
+    assert server["env"] == {"KB_API_URL": local_env["KB_API_URL"], "KB_API_KEY": local_env["KB_API_KEY"]}
+    assert local_env["KB_MCP_URL"].endswith(f"/agents/{agent_id}/mcp")
+
+
+def test_local_env_is_sourced_by_a_shell_and_read_by_every_reader(local_env, tmp_path):
+    """`source .kb/local.env` exports its variables to what the shell starts (kb, curl, an
+    SDK); the CLI, the tests, the benchmarks and the console's demo key read the same file."""
+    from chalicelib import console
+    from kbcli.config import read_env_file
+    from tests.conftest import LOCAL_ENV
+
+    shell = subprocess.run(["bash", "-c", f"source '{LOCAL_ENV}' && env -0"], capture_output=True, timeout=30)
+    exported = dict(item.split("=", 1) for item in shell.stdout.decode().split("\0") if "=" in item)
+    for name in ("KB_API_URL", "KB_API_KEY", "KB_MCP_URL", "DATABASE_URL", "AWS_ENDPOINT_URL"):
+        assert exported.get(name) == local_env[name], name
+    assert read_env_file(LOCAL_ENV) == local_env
+    assert console.assets._demo_key(str(LOCAL_ENV)) == local_env["KB_API_KEY"]
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import common
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    assert common.local_env() == local_env
+    # Values a shell would split or expand are quoted on the way out and read back as written.
+    sys.path.insert(0, str(ROOT / "localstack"))
+    try:
+        import stack
+    finally:
+        sys.path.remove(str(ROOT / "localstack"))
+    awkward = {"KB_API_KEY": "kbk_it's $HOME `x` \"q\"", "DATABASE_URL": "postgresql://u@/kb?host=/tmp/a b&x=1"}
+    target = tmp_path / "local.env"
+    saved, stack.ENV_FILE = stack.ENV_FILE, target
+    try:
+        stack.write_env_file(awkward)
+        assert stack.read_env_file() == awkward
+    finally:
+        stack.ENV_FILE = saved
+    shell = subprocess.run(["bash", "-c", f"source '{target}' && env -0"], capture_output=True, timeout=30)
+    exported = dict(item.split("=", 1) for item in shell.stdout.decode().split("\0") if "=" in item)
+    assert {k: exported.get(k) for k in awkward} == awkward
+    assert read_env_file(target) == awkward and console.assets._demo_key(str(target)) == awkward["KB_API_KEY"]
+
+
+class _Health(BaseHTTPRequestHandler):
+    """Someone else's emulator: it answers the health check as LocalStack does."""
+    asked: list = []
+
+    def do_GET(self):  # noqa: N802 (the standard library's name)
+        self.asked.append(self.path)
+        body = b'{"services": {}}'
+        self.send_response(200 if self.path == "/_localstack/health" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def foreign_emulator():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Health.asked = []
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _stack_env(state: Path, emulator_port: int, **more: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "KB_ADOPT_EMULATOR"}
+    return {**env, "KB_STATE_DIR": str(state), "KB_EMULATOR_PORT": str(emulator_port),
+            "KB_REDIS_PORT": str(_free_port()), **more}
+
+
+def test_make_up_refuses_an_emulator_it_did_not_start(foreign_emulator, tmp_path):
+    state = tmp_path / "state"
+    done = subprocess.run([sys.executable, str(ROOT / "localstack" / "stack.py"), "up", "--no-demo"],
+                          capture_output=True, text=True, timeout=120, env=_stack_env(state, foreign_emulator))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"did not start already answers on http://127.0.0.1:{foreign_emulator}" in done.stderr
+    assert "KB_ADOPT_EMULATOR=1 make up" in done.stderr and "KB_EMULATOR_PORT=" in done.stderr
+    assert not (state / "pgdata").exists() and not (state / "redis.pid").exists()  # nothing was started
+    assert set(_Health.asked) == {"/_localstack/health"}  # and nothing deployed into it
+
+
+def test_told_to_it_adopts_that_emulator_and_its_own_is_reused(foreign_emulator, tmp_path):
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import services;"
+              " services.check_emulator_port(); print(services.emulator_up())")
+    done = subprocess.run([sys.executable, "-c", script, str(ROOT / "localstack")], capture_output=True, text=True,
+                          timeout=60, env=_stack_env(tmp_path, foreign_emulator, KB_ADOPT_EMULATOR="1"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"ministack  deploying into the emulator already on http://127.0.0.1:{foreign_emulator} (KB_ADOPT_EMULATOR=1)",
+        f"http://127.0.0.1:{foreign_emulator}"]
+    assert not (tmp_path / "ministack.pid").exists()  # no emulator of its own was started
+    # The stack's own emulator, recorded in its state folder, is its own: no question asked.
+    from localstack import services
+
+    assert services.own_emulator() == int((services.STATE / "ministack.pid").read_text())
+    services.check_emulator_port()
 
 
 def _make_up() -> subprocess.CompletedProcess:

@@ -13,7 +13,8 @@ from chalicelib.knowledge_bases import create_knowledge_base
 from chalicelib.retrieval import SearchRequest, bm25, policy
 from chalicelib.retrieval import search as run_search
 from chalicelib.storage import chunks as chunk_rows
-from chalicelib.storage import connection, document_status, terms
+from chalicelib import postings
+from chalicelib.storage import connection, document_status, postings_cache, term_blocks, terms
 from chalicelib.storage.db import open_connection
 from tests.integration.test_search import _embedded_chunks, _ingest
 
@@ -42,7 +43,7 @@ def _width(largest: float) -> int:
 
 def _stored(kb_id: str, old_layout: bool = False) -> dict:
     """The statistics, and the postings as the blocks hold them with the tail applied, read
-    here in SQL (not through terms.BlockPostings); checks the blocks' own invariants (and
+    here in SQL (not through term_blocks.BlockPostings); checks the blocks' own invariants (and
     that every block is packed, unless old_layout allows 0026's)."""
     with connection() as conn:
         stats = conn.execute("SELECT chunks, length FROM kb_text_stats WHERE kb_id = %s", (kb_id,)).fetchone()
@@ -218,10 +219,10 @@ def test_the_top_is_exact_from_blocks_and_tail_when_common_terms_are_read_only_w
     monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term first, the rest as they can matter
     monkeypatch.setattr(policy, "DEDUPE_SPARE", 0)  # BM25 asked for top_k itself, not the spare repeats take
     holding, whole = [], []
-    real, real_read = terms.BlockPostings.read_blocks, terms.BlockPostings.read
-    monkeypatch.setattr(terms.BlockPostings, "read_blocks",
+    real, real_read = term_blocks.BlockPostings.read_blocks, term_blocks.BlockPostings.read
+    monkeypatch.setattr(term_blocks.BlockPostings, "read_blocks",
                         lambda self, wanted: holding.extend(wanted) or real(self, wanted))
-    monkeypatch.setattr(terms.BlockPostings, "read", lambda self, t: whole.extend(t) or real_read(self, t))
+    monkeypatch.setattr(term_blocks.BlockPostings, "read", lambda self, t: whole.extend(t) or real_read(self, t))
     got = _keyword(principal, kb, query, top_k=top_k)
     want = _bm25(kb["id"], query)[:top_k]
     assert [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == want
@@ -237,7 +238,7 @@ def _version(kb_id: str) -> int:
 
 
 def test_a_worker_keeps_blocks_under_their_version_and_a_compaction_retires_them(pumps, monkeypatch):
-    """The worker's decoded blocks (terms.CACHE) serve the next search while the tail moves
+    """The worker's decoded blocks (postings_cache.CACHE) serve the next search while the tail moves
     under them, and a compaction's new blocks, under a new version, are read from SQL."""
     principal, kb, ids = pumps
     for i in range(10):
@@ -245,8 +246,8 @@ def test_a_worker_keeps_blocks_under_their_version_and_a_compaction_retires_them
     _compact(kb["id"])
     monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rarest term whole, the rest through the directory
     monkeypatch.setattr(policy, "DEDUPE_SPARE", 0)  # BM25 asked for top_k itself, not the spare repeats take
-    decoded, real = [], terms._decoded  # the terms whose blocks a search read from SQL
-    monkeypatch.setattr(terms, "_decoded", lambda rows: decoded.extend(r["term"] for r in rows) or real(rows))
+    decoded, real = [], term_blocks._decoded  # the terms whose blocks a search read from SQL
+    monkeypatch.setattr(term_blocks, "_decoded", lambda rows: decoded.extend(r["term"] for r in rows) or real(rows))
     query = "warm water pump impeller"
 
     def exact(top_k: int = 5) -> bool:  # debug: never the results cache's answer
@@ -255,7 +256,7 @@ def test_a_worker_keeps_blocks_under_their_version_and_a_compaction_retires_them
         return [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == _bm25(kb["id"], query)[:top_k]
 
     def kept() -> set[str]:  # the terms read whole, kept under the current version
-        return {key[3] for key in list(terms.CACHE._entries) if key[:3] == ("postings", kb["id"], _version(kb["id"]))}
+        return {key[3] for key in list(postings_cache.CACHE._entries) if key[:3] == ("postings", kb["id"], _version(kb["id"]))}
 
     assert exact() and decoded and kept()
     assert exact() and kept().isdisjoint(decoded)  # read whole once, then from the worker
@@ -308,14 +309,14 @@ def test_a_warm_search_of_two_knowledge_bases_whose_blocks_interleave_is_exact(p
     monkeypatch.setattr(bm25, "FIRST_READ", 1)  # the rest through the directory and the blocks
     for query, top_k in (("warm water pump reef", 5), ("pump impeller coral", 3), ("water", 4)):
         _exact_twice(principal, [kb["id"], other["id"]], query, top_k)
-    assert {key[1] for key in list(terms.CACHE._entries) if key[0] == "postings"} >= {kb["id"], other["id"]}
+    assert {key[1] for key in list(postings_cache.CACHE._entries) if key[0] == "postings"} >= {kb["id"], other["id"]}
 
 
 def _sql_reads(monkeypatch) -> list[str]:
     """The terms whose blocks or directories the searches from now on read from SQL."""
-    read, real_blocks, real_directories = [], terms._decoded, terms._directories
-    monkeypatch.setattr(terms, "_decoded", lambda rows: read.extend(r["term"] for r in rows) or real_blocks(rows))
-    monkeypatch.setattr(terms, "_directories",
+    read, real_blocks, real_directories = [], term_blocks._decoded, term_blocks._directories
+    monkeypatch.setattr(term_blocks, "_decoded", lambda rows: read.extend(r["term"] for r in rows) or real_blocks(rows))
+    monkeypatch.setattr(term_blocks, "_directories",
                         lambda rows: read.extend(f"directory:{r['term']}" for r in rows) or real_directories(rows))
     return read
 
@@ -323,8 +324,8 @@ def _sql_reads(monkeypatch) -> list[str]:
 @pytest.fixture
 def shared_everything(monkeypatch):
     """Every term worth sharing (the fixtures' terms are all rare), Redis as the tests' own."""
-    monkeypatch.setattr(terms.SHARED, "min_postings", 1)
-    return terms.SHARED
+    monkeypatch.setattr(postings_cache.SHARED, "min_postings", 1)
+    return postings_cache.SHARED
 
 
 def test_a_new_worker_reads_the_blocks_another_shared_until_a_compaction_moves_the_version(
@@ -343,8 +344,8 @@ def test_a_new_worker_reads_the_blocks_another_shared_until_a_compaction_moves_t
         got = _keyword(principal, kb, query, top_k=top_k, debug=True)
         return [(r["chunk"], pytest.approx(r["score"], abs=1e-5)) for r in got] == _bm25(kb["id"], query)[:top_k]
 
-    whole, real = [], terms.BlockPostings.read  # the terms read whole (shared), not only some blocks
-    monkeypatch.setattr(terms.BlockPostings, "read", lambda self, asked: whole.extend(asked) or real(self, asked))
+    whole, real = [], term_blocks.BlockPostings.read  # the terms read whole (shared), not only some blocks
+    monkeypatch.setattr(term_blocks.BlockPostings, "read", lambda self, asked: whole.extend(asked) or real(self, asked))
     assert exact() and read  # the first worker reads SQL's blocks and directories, and shares them
     first, shared = set(read), set(whole) | {r for r in read if r.startswith("directory:")}
     assert shared and first & shared
@@ -355,9 +356,9 @@ def test_a_new_worker_reads_the_blocks_another_shared_until_a_compaction_moves_t
                 conn.execute("DELETE FROM documents WHERE id = %s", (ids["pumps.txt"],))  # voided in the blocks
         if change == "a compaction":  # the new version's blocks from SQL, then shared again
             _compact(kb["id"])
-            terms.CACHE.clear()
+            postings_cache.CACHE.clear()
             assert exact() and set(read) & shared
-        terms.CACHE.clear()  # another worker, which has kept nothing
+        postings_cache.CACHE.clear()  # another worker, which has kept nothing
         assert exact() and read and not set(read) & shared, change  # only the blocks read one by one
 
 
@@ -370,11 +371,11 @@ def test_shared_blocks_that_cannot_be_read_are_read_from_sql(pumps, shared_every
     _compact(kb["id"])
     read = _sql_reads(monkeypatch)
     _exact_twice(principal, [kb["id"]], "water pump")
-    keys = redis_client().keys(terms._shared_key("*", kb["id"], "*", "*"))
+    keys = redis_client().keys(postings_cache.shared_key("*", kb["id"], "*", "*"))
     assert b"postings" in {k.split(b":")[5] for k in keys}
     for key in keys:  # cut short, as a value written half-way (or by other code) would be
         redis_client().set(key, redis_client().get(key)[:-1])
-    terms.CACHE.clear()
+    postings_cache.CACHE.clear()
     read.clear()
     _exact_twice(principal, [kb["id"]], "water pump")
     assert "pump" in read
@@ -386,8 +387,8 @@ def test_shared_blocks_that_cannot_be_read_are_read_from_sql(pumps, shared_every
         def pipeline(self, transaction):
             raise redis.ConnectionError("Redis is down")
 
-    monkeypatch.setattr(terms, "redis_client", lambda: Down())
-    terms.CACHE.clear()
+    monkeypatch.setattr(postings_cache, "redis_client", lambda: Down())
+    postings_cache.CACHE.clear()
     read.clear()
     _exact_twice(principal, [kb["id"]], "water pump")
     assert "pump" in read
@@ -422,11 +423,11 @@ def test_only_a_snapshot_gets_versions_and_a_new_connection_forgets_what_was_kep
         assert terms.statistics(conn, [kb["id"]], ["pump"]).blocks_versions == {}
     with db.snapshot() as conn:
         assert terms.statistics(conn, [kb["id"]], ["pump"]).blocks_versions == {kb["id"]: _version(kb["id"])}
-    assert terms.CACHE.size > 0
+    assert postings_cache.CACHE.size > 0
     db.reset()
     with connection() as conn:
         conn.execute("SELECT 1")
-    assert terms.CACHE.size == 0
+    assert postings_cache.CACHE.size == 0
 
 
 def test_another_organisation_gets_no_version_to_read_kept_blocks_under(pumps, database_url):
@@ -441,14 +442,14 @@ def test_another_organisation_gets_no_version_to_read_kept_blocks_under(pumps, d
     principal, kb, _ = pumps
     _compact(kb["id"])
     _keyword(principal, kb, "water pump", debug=True)
-    assert any(key[:2] == ("postings", kb["id"]) for key in list(terms.CACHE._entries))
+    assert any(key[:2] == ("postings", kb["id"]) for key in list(postings_cache.CACHE._entries))
     for org, versions in ((principal.org_id, {kb["id"]: _version(kb["id"])}), ("org-elsewhere", {})):
         with psycopg.connect(functions_login(database_url), row_factory=dict_row) as conn:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # as a search reads
             conn.execute("SELECT set_config('kb.org_id', %s, false)", (org,))
             stats = terms.statistics(conn, [kb["id"]], ["pump"])
             assert stats.blocks_versions == versions
-            found = terms.BlockPostings(conn, [kb["id"]], (), stats.blocks_versions).read(["pump"])
+            found = term_blocks.BlockPostings(conn, [kb["id"]], (), stats.blocks_versions).read(["pump"])
             assert bool(found) == bool(versions)
 
 
@@ -465,7 +466,7 @@ def test_a_deeper_list_than_asked_is_exact_to_its_depth(pumps):
     with acting_for(principal.org_id, principal.user_id), snapshot() as conn:
         rows, _ = keyword_list(conn, principal, request, [kb["id"]], pool=4)
     want = _bm25(kb["id"], "water pump")[:4]
-    assert [(r.chunk_id, pytest.approx(r.score, abs=1e-5)) for r in rows] == want
+    assert [(r.chunk_id, pytest.approx(r.keyword, abs=1e-5)) for r in rows] == want
 
 
 def test_a_rare_word_outweighs_a_common_one_and_a_short_chunk_a_long_one(pumps):
@@ -628,7 +629,7 @@ def _in_0026s_layout(block: tuple) -> dict:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_blocks_packed_in_sql_read_back_the_same_in_numpy(seed, service_env):
-    """kb_bm25_pack (migration 0027) against terms.unpacked: blocks whose id steps, frequencies
+    """kb_bm25_pack (migration 0027) against postings.unpacked: blocks whose id steps, frequencies
     and lengths need 1, 2, 4 or 8 bytes, and blocks in 0026's layout among them, joined as a
     search joins them; and kb_bm25_unpack, the compaction's reading, gives the same postings."""
     rng = np.random.default_rng(seed)
@@ -653,7 +654,7 @@ def test_blocks_packed_in_sql_read_back_the_same_in_numpy(seed, service_env):
     assert len({(r["id_bytes"], r["tf_bytes"], r["dl_bytes"]) for r in rows}) > 2  # mixed widths and layouts
     layout = b"".join(int(v).to_bytes(2, "big") for r in rows
                       for v in (r["n"], r["id_bytes"], r["tf_bytes"], r["dl_bytes"]))
-    got = terms.unpacked(b"".join(r["first_id"].to_bytes(8, "big") for r in rows), layout,
+    got = postings.unpacked(b"".join(r["first_id"].to_bytes(8, "big") for r in rows), layout,
                          b"".join(r["packed_ids"] for r in rows), b"".join(r["packed_tfs"] for r in rows),
                          b"".join(r["packed_dls"] for r in rows))
     assert got.ids.tolist() == np.concatenate([b[0] for b in blocks]).tolist()

@@ -37,7 +37,7 @@ def test_a_search_with_a_cached_embedding_does_not_load_onnxruntime(service_env)
     redis.Redis.from_url(service_env["REDIS_URL"]).set(
         cache_key(kb["embedding_provider"], kb["embedding_model"], query), json.dumps([0.05] * 384))
     answer = _fresh(
-        "import json, sys, app\n"
+        "import json, sys\nfrom chalicelib.api import events as app\n"
         f"answer = app.kb_search({{'apiKey': {key!r}, 'knowledgeBaseId': {kb['id']!r}, 'query': {query!r}}}, None)\n"
         "print(json.dumps({'success': answer['success'], 'loaded': [m for m in "
         f"{LAZY!r} if m in sys.modules]}}))", service_env)

@@ -71,7 +71,7 @@ def test_a_search_is_complete_from_the_index_alone_when_its_neighbours_are_anoth
             "EXPLAIN " + [s for s in seen if "ORDER BY" in s][0].replace("%(q)b", "%(q)s"),
             scope(principal, kb_ids=[kb["id"]], dim=DIM, q=chunk_rows.as_vector(probe), k=10)).fetchall())
     assert len(rows) == 10 and {r.kb_id for r in rows} == {kb["id"]}
-    distances = [1 - r.score for r in rows]
+    distances = [1 - r.vector for r in rows]
     assert distances == sorted(distances)
     # the rows came from the HNSW index, not from the exact top-up ("+ 0")
     assert "chunks_embedding_384_hnsw" in plan, plan

@@ -99,7 +99,7 @@ def test_an_upgrade_from_0026_answers_before_packing_and_searches_read_both_layo
     from psycopg.rows import dict_row
 
     from chalicelib import limits
-    from chalicelib.storage import terms
+    from chalicelib.storage import term_blocks, terms
     from chalicelib.storage.migrate import pending, repack_old_blocks
 
     words = ["pump", "valve", "seal", "impeller", "water", "boat", "garden", "priming", "bilge", "rain"]
@@ -133,7 +133,7 @@ def test_an_upgrade_from_0026_answers_before_packing_and_searches_read_both_layo
         assert terms.with_old_blocks(conn) == ["kb_up"]  # no time was left to pack them
         assert {tuple(r.values()) for r in conn.execute(
             f"SELECT b.term, u.id, u.tf, u.dl FROM term_blocks b CROSS JOIN LATERAL {unpack} u")} == before
-        read = terms.BlockPostings(conn, ["kb_up"]).read(sorted({t for t, *_ in before}))
+        read = term_blocks.BlockPostings(conn, ["kb_up"]).read(sorted({t for t, *_ in before}))
     assert {(t, i, tf, dl) for t, p in read.items() for i, tf, dl in zip(p.ids.tolist(), p.tfs, p.dls)} == before
     assert repack_old_blocks(empty_database) > 0
     with psycopg.connect(empty_database, autocommit=True, row_factory=dict_row) as conn:
@@ -141,6 +141,6 @@ def test_an_upgrade_from_0026_answers_before_packing_and_searches_read_both_layo
         assert {tuple(r.values()) for r in conn.execute(
             f"SELECT b.term, u.id, u.tf, u.dl FROM term_blocks b CROSS JOIN LATERAL {unpack} u")} == before
         widths = conn.execute("SELECT max(id_bytes) AS ids, min(id_bytes) AS least FROM term_blocks").fetchone()
-        read = terms.BlockPostings(conn, ["kb_up"]).read(sorted({t for t, *_ in before}))
+        read = term_blocks.BlockPostings(conn, ["kb_up"]).read(sorted({t for t, *_ in before}))
     assert widths["least"] >= 1 and widths["ids"] <= 2  # steps of a few hundred at most
     assert {(t, i, tf, dl) for t, p in read.items() for i, tf, dl in zip(p.ids.tolist(), p.tfs, p.dls)} == before

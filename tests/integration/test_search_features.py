@@ -69,7 +69,10 @@ def test_hybrid_fuses_both_lists_and_debug_shows_each_score(library):
     assert set(top["scores"]) == {"vectorScore", "keywordScore", "fusedScore"}
     assert top["scores"]["vectorScore"] > 0 and top["scores"]["keywordScore"] > 0
     assert top["similarity"] == pytest.approx(1.0)  # first in both lists
-    assert "scores" not in search(principal, _req(kb, "lava", strategy="hybrid"))["results"][0]
+    # Without debug too: minScore's score (vectorScore) is shown, and similarity is the fused score.
+    plain = search(principal, _req(kb, "lava", strategy="hybrid"))["results"]
+    assert all(r["similarity"] == r["scores"]["fusedScore"] and r["scores"]["vectorScore"] is not None for r in plain)
+    assert [r["similarity"] for r in plain] == sorted((r["similarity"] for r in plain), reverse=True)
     # Seed 003's debug view: both lists before fusion, each by its own score; the fused top is
     # first in both; the query vector only when asked, and it is the query's embedding.
     debug = answer["metadata"]["debug"]

@@ -37,7 +37,7 @@ def test_the_context_line_names_the_document_and_its_trail_once_and_fits():
 def _hit(index, content, tokens, headers=("A",)):
     return Hit(chunk_id=index + 100, kb_id="kb_1", content=content, chunk_index=index, page=None,
                headers=list(headers), metadata={}, document_id="doc_1", title=None, filename="f.txt",
-               path="f.txt", kind="file", indexed_at=None, score=1.0, tokens=tokens)
+               path="f.txt", kind="file", indexed_at=None, tokens=tokens, vector=1.0)
 
 
 @pytest.mark.parametrize("budget, expected", [(200, (0, 3)), (100, (2, 3)), (60, None)])

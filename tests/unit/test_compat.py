@@ -1,5 +1,6 @@
 """The OpenAI and Bedrock request mappings and error shapes (chalicelib/compat), without the stack."""
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -42,19 +43,42 @@ def test_bad_filters_name_the_field(bad, param):
 
 
 def test_search_request_maps_results_threshold_ranker_and_filter():
-    request, queries, rewrite = compat.search_request("kb_1", {
+    request, queries, rewrite, threshold = compat.search_request("kb_1", {
         "query": ["refund", "money back"], "max_num_results": 3,
         "ranking_options": {"ranker": "default-2024-11-15", "score_threshold": 0.4},
         "filters": {"type": "eq", "key": "team", "value": "billing"}})
     assert request.knowledge_base_ids == ("kb_1",) and request.query == "refund money back"
-    assert (request.top_k, request.min_score, request.rerank) == (3, 0.4, True)
+    # score_threshold is OpenAI's: on the score each result shows (search_page), not the search's minScore
+    assert (request.top_k, request.min_score, request.rerank, threshold) == (3, 0.0, True, 0.4)
     assert request.filters.expression == Condition("equals", "team", "billing")
     assert queries == ["refund", "money back"] and rewrite is False
-    default, _, _ = compat.search_request("kb_1", {"query": "x"})
+    default, _, _, _ = compat.search_request("kb_1", {"query": "x"})
     # ranker auto: as the knowledge base says (its search.rerank); none: never
     assert (default.top_k, default.min_score, default.rerank, default.strategy) == (10, 0.0, None, "hybrid")
-    never, _, _ = compat.search_request("kb_1", {"query": "x", "ranking_options": {"ranker": "none"}})
+    never, _, _, _ = compat.search_request("kb_1", {"query": "x", "ranking_options": {"ranker": "none"}})
     assert never.rerank is False
+
+
+def _passage(rank, similarity, cosine, rerank=None):
+    from chalicelib.retrieval.model import Passage, Scores
+    return Passage(rank=rank, content=f"text {rank}", source="a.md", path="a.md", document_id="doc_1",
+                   knowledge_base_id="kb_1", chunk_index=rank, page=None, headers=[], similarity=similarity,
+                   metadata={}, tokens=3, truncated=False, scores=Scores(cosine, None, similarity),
+                   rerank_score=rerank, chunk_id=rank)
+
+
+def test_vector_store_search_shows_the_score_it_is_ordered_by_and_thresholds_that_one():
+    """A hybrid search's results come in fused order: each shows its fused score (not its
+    cosine, which read unsorted), and score_threshold drops by the score shown."""
+    from chalicelib.retrieval.model import SearchResult
+    passages = (_passage(1, 1.0, 0.41), _passage(2, 0.62, 0.73), _passage(3, 0.35, 0.52))
+    result = SearchResult(query="q", knowledge_base_ids=("kb_1",), knowledge_base_names=("kb",), passages=passages,
+                          summary="", tokens_used=9, omitted=0, cached=False, strategy="hybrid", took_ms=1)
+    scores = [r["score"] for r in compat.search_page(result, ["q"])["data"]]
+    assert scores == sorted(scores, reverse=True) == [1.0, 0.62, 0.35]
+    assert [r["score"] for r in compat.search_page(result, ["q"], 0.5)["data"]] == [1.0, 0.62]
+    reranked = replace(result, passages=(_passage(1, 0.62, 0.7, rerank=0.9), _passage(2, 1.0, 0.4, rerank=0.2)))
+    assert [r["score"] for r in compat.search_page(reranked, ["q"], 0.5)["data"]] == [0.9]
 
 
 @pytest.mark.parametrize("body, param", [

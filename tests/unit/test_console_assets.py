@@ -34,5 +34,8 @@ def test_demo_key_only_when_the_stack_names_its_file(tmp_path, monkeypatch):
     env.write_text("KB_API_URL=http://x\nKB_API_KEY=kbk_demo\n")
     monkeypatch.setenv("CONSOLE_DEMO_KEY_FILE", str(env))
     assert console.settings() == {"demoKey": "kbk_demo"}
+    # as `make up` writes it: exported, quoted for a shell
+    env.write_text("# the local stack\nexport KB_API_URL=http://x\nexport KB_API_KEY='kbk_demo'\"'\"'s'\n")
+    assert console.settings() == {"demoKey": "kbk_demo's"}
     monkeypatch.setenv("CONSOLE_DEMO_KEY_FILE", str(tmp_path / "missing.env"))
     assert console.settings() == {}

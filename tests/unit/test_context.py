@@ -6,10 +6,18 @@ from chalicelib.retrieval.search import RRF_K, fuse
 from chalicelib.storage.chunks import Hit
 
 
-def _hit(chunk_id=1, content="", score=1.0, tokens=None, vector=None):
+def _hit(chunk_id=1, content="", tokens=None, vector=None, keyword=None):
     return Hit(chunk_id=chunk_id, kb_id="kb_1", content=content, chunk_index=0, page=None, headers=[], metadata={},
                document_id=f"doc_{chunk_id}", title=None, filename="notes.txt", path=None, kind="file",
-               indexed_at=None, score=score, tokens=tokens, vector=vector)
+               indexed_at=None, tokens=tokens, vector=vector, keyword=keyword)
+
+
+def _semantic(chunk_id, cosine):
+    return _hit(chunk_id, vector=cosine)
+
+
+def _keyword(chunk_id, share, vector=None):
+    return _hit(chunk_id, keyword=share, vector=vector)
 
 
 def _result(text):
@@ -71,28 +79,58 @@ def test_cut_to_tokens_never_exceeds_the_budget():
     assert count_tokens(long_word.split()[0]) > 4 and cut_to_tokens(long_word, 4) == ""  # no word fits with "..."
 
 
-SEMANTIC = [_hit(1, score=0.9), _hit(2, score=0.8), _hit(4, score=0.5)]
-KEYWORD = [_hit(2, score=0.5, vector=0.8), _hit(3, score=0.4, vector=0.6), _hit(5, score=0.1)]
+SEMANTIC = [_semantic(1, 0.9), _semantic(2, 0.8), _semantic(4, 0.5)]
+KEYWORD = [_keyword(2, 0.5, vector=0.8), _keyword(3, 0.4, vector=0.6), _keyword(5, 0.1)]
 
 
 def test_fusion_by_score_weighs_each_list_min_max_normalised():
     fused = {f.chunk_id: f for f in fuse(SEMANTIC, KEYWORD, (0.5, 0.5))}
     # semantic 1, 0.75, 0 and keyword 1, 0.75, 0 after min-max; a missing score counts 0
-    assert fused[2].score == pytest.approx(0.5 * 0.75 + 0.5 * 1.0)
-    assert fused[1].score == pytest.approx(0.5) and fused[3].score == pytest.approx(0.375)
-    assert all(f.fused == f.score for f in fused.values())
+    assert fused[2].fused == pytest.approx(0.5 * 0.75 + 0.5 * 1.0)
+    assert fused[1].fused == pytest.approx(0.5) and fused[3].fused == pytest.approx(0.375)
+    assert all(f.fused == f.ranking_score for f in fused.values())
     assert [f.chunk_id for f in fuse(SEMANTIC, KEYWORD)][0] == 2  # also at the default weights  # agreement wins
     assert fused[2].vector == 0.8 and fused[2].keyword == 0.5 and fused[1].keyword is None
     # a keyword hit the semantic list lacks keeps the cosine it carries, or none
     assert (fused[3].vector, fused[3].keyword) == (0.6, 0.4) and fused[5].vector is None
     assert [f.chunk_id for f in fuse(SEMANTIC, KEYWORD, (1.0, 0.0))][:2] == [1, 2]
     assert [f.chunk_id for f in fuse(SEMANTIC, KEYWORD, (0.0, 1.0))][:2] == [2, 3]
-    assert fuse([_hit(7, score=0.3)], [_hit(7, score=0.2)])[0].score == pytest.approx(1.0)
+    assert fuse([_semantic(7, 0.3)], [_keyword(7, 0.2)])[0].fused == pytest.approx(1.0)
 
 
 def test_fusion_breaks_ties_by_chunk_id():
-    fused = fuse([_hit(9, score=0.7), _hit(4, score=0.7)], [], (0.5, 0.5))
-    assert [(f.chunk_id, f.score) for f in fused] == [(4, 0.5), (9, 0.5)]
+    fused = fuse([_semantic(9, 0.7), _semantic(4, 0.7)], [], (0.5, 0.5))
+    assert [(f.chunk_id, f.fused) for f in fused] == [(4, 1.0), (9, 1.0)]
+
+
+@pytest.mark.parametrize("method", ["score", "rank"])
+def test_the_best_passage_of_the_only_list_that_found_anything_reads_1(method):
+    """A question none of whose words a chunk holds leaves the keyword list empty: the
+    semantic list's first passage is first in every list that found something, and reads
+    1.0, not the 0.5 that counting the empty list's weight gave it."""
+    fused = fuse([_semantic(3, 0.62), _semantic(8, 0.41), _semantic(1, 0.30)], [], (0.5, 0.5), method)
+    assert fused[0].chunk_id == 3 and fused[0].fused == pytest.approx(1.0)
+    assert [f.chunk_id for f in fused] == [3, 8, 1]
+    only_words = fuse([], [_keyword(5, 0.4), _keyword(6, 0.2)], (0.7, 0.3), method)
+    assert only_words[0].chunk_id == 5 and only_words[0].fused == pytest.approx(1.0)
+
+
+def test_fusion_orders_passages_as_the_weighted_sum_does():
+    """The divisor is the same for every passage of a search, so the order is what the
+    weighted sum of the min-max scores gives (as before the divisor)."""
+    import random
+    rng = random.Random(7)
+    for _ in range(200):
+        semantic = [_semantic(i, rng.random()) for i in rng.sample(range(40), rng.randint(0, 12))]
+        keyword = [_keyword(i, rng.random()) for i in rng.sample(range(40), rng.randint(0, 12))]
+        w = rng.choice([(0.5, 0.5), (0.7, 0.3), (0.2, 0.8)])
+
+        def scaled(hits, score):
+            low, high = min(map(score, hits), default=0), max(map(score, hits), default=0)
+            return {h.chunk_id: (score(h) - low) / (high - low) if high > low else 1.0 for h in hits}
+        s, k = scaled(semantic, lambda h: h.vector), scaled(keyword, lambda h: h.keyword)
+        summed = {i: w[0] * s.get(i, 0.0) + w[1] * k.get(i, 0.0) for i in {**s, **k}}
+        assert [f.chunk_id for f in fuse(semantic, keyword, w)] == sorted(summed, key=lambda i: (-summed[i], i))
 
 
 def test_fusion_by_rank_rewards_agreement():
@@ -100,5 +138,5 @@ def test_fusion_by_rank_rewards_agreement():
     top = fused[0]
     assert top.chunk_id == 2
     best = 0.5 / (RRF_K + 1) * 2
-    assert top.score == pytest.approx((0.5 / (RRF_K + 2) + 0.5 / (RRF_K + 1)) / best)
-    assert 0 < top.score <= 1
+    assert top.fused == pytest.approx((0.5 / (RRF_K + 2) + 0.5 / (RRF_K + 1)) / best)
+    assert 0 < top.fused <= 1

@@ -1,10 +1,14 @@
-"""The worker's cache of decoded BM25 blocks (chalicelib/storage/terms.py, PostingsCache)
+"""The worker's cache of decoded BM25 blocks (chalicelib/storage/postings_cache.py, PostingsCache)
 and the slicing of blocks out of a kept term (_inside)."""
 import numpy as np
 import pytest
 
-from chalicelib.storage import terms
-from chalicelib.storage.terms import Directory, Postings, PostingsCache, _inside, _widened
+from chalicelib import postings
+from chalicelib.postings import Directory, Postings
+from chalicelib.postings import inside as _inside
+from chalicelib.postings import widened as _widened
+from chalicelib.storage import postings_cache, term_blocks
+from chalicelib.storage.postings_cache import PostingsCache
 
 
 def _postings(ids, tf=1.0, dl=40.0) -> Postings:
@@ -79,34 +83,34 @@ def test_blocks_of_several_knowledge_bases_give_each_posting_once():
     ([], [], []),
 ])
 def test_postings_shared_through_redis_read_back_as_they_were(ids, tfs, dls):
-    p = terms.Postings(np.array(ids, np.int64), np.array(tfs, float), np.array(dls, float))
-    data = bytes(terms._to_shared(p))
-    back = terms._from_shared(data)
+    p = Postings(np.array(ids, np.int64), np.array(tfs, float), np.array(dls, float))
+    data = bytes(postings.to_shared(p))
+    back = postings.from_shared(data)
     assert back.ids.tolist() == ids and back.tfs.tolist() == tfs and back.dls.tolist() == dls
     assert back.ids.dtype == np.int64
     with pytest.raises(ValueError):
-        terms._from_shared(data[:-1] if ids else data + b"\0")
+        postings.from_shared(data[:-1] if ids else data + b"\0")
 
 
 def test_directories_shared_through_redis_read_back_as_they_were():
-    d = terms.Directory(np.array([1, 200], np.int64), np.array([150, 260], np.int64), np.array([3.0, 1.0]),
+    d = Directory(np.array([1, 200], np.int64), np.array([150, 260], np.int64), np.array([3.0, 1.0]),
                         np.array([12.0, 40.0]))
-    data = terms._directory_to_shared(d)
-    back = terms._directory_from_shared(data)
+    data = postings.directory_to_shared(d)
+    back = postings.directory_from_shared(data)
     assert [a.tolist() for a in (back.first, back.last, back.max_tf, back.min_dl)] == [[1, 200], [150, 260], [3, 1], [12, 40]]
     with pytest.raises(ValueError):
-        terms._directory_from_shared(data[:-4])
+        postings.directory_from_shared(data[:-4])
 
 
 def test_a_search_asks_redis_once_for_its_own_common_terms_only(monkeypatch):
     """Not for a rare term (SQL is cheaper), nor for a long question's commonest terms beyond
     bm25.TERMS_MAX, which the search never reads (statistics hold every word of the question)."""
     asked = []
-    monkeypatch.setattr(terms.SHARED, "min_postings", 100)
-    monkeypatch.setattr(terms.SHARED, "get", lambda keys: asked.append(keys) or [None] * len(keys))
-    source = terms.BlockPostings(None, ["kb"], ("rare", "common"), {"kb": 7},
+    monkeypatch.setattr(postings_cache.SHARED, "min_postings", 100)
+    monkeypatch.setattr(postings_cache.SHARED, "get", lambda keys: asked.append(keys) or [None] * len(keys))
+    source = term_blocks.BlockPostings(None, ["kb"], ("rare", "common"), {"kb": 7},
                                  {"rare": 5, "common": 500, "beyond-the-limit": 900})
-    assert source._shared("postings", ["rare", "common"], terms._from_shared) == {}
-    assert source._shared("directory", ["common"], terms._directory_from_shared) == {}
+    assert source._shared("postings", ["rare", "common"], postings.from_shared) == {}
+    assert source._shared("directory", ["common"], postings.directory_from_shared) == {}
     assert len(asked) == 1
-    assert sorted(asked[0]) == sorted(terms._shared_key(kind, "kb", 7, "common") for kind in ("postings", "directory"))
+    assert sorted(asked[0]) == sorted(postings_cache.shared_key(kind, "kb", 7, "common") for kind in ("postings", "directory"))

@@ -47,8 +47,9 @@ def test_the_tool_has_exactly_the_documented_shape():
         "topK": {"type": "number", "default": 5, "minimum": 1, "maximum": 20,
                  "description": "How many passages to answer at most, a whole number between 1 and 20."},
         "minScore": {"type": "number", "default": 0.7, "minimum": 0.0, "maximum": 1.0,
-                     "description": "Leave out passages whose similarity in meaning to the query is below this,"
-                                    " between 0 and 1: higher answers fewer, closer passages."}},
+                     "description": "Leave out passages whose similarity in meaning to the query (each result's"
+                                    " vectorScore) is below this, between 0 and 1: higher answers fewer, closer"
+                                    " passages."}},
         "required": ["query"]}
     # rerank null: as its knowledge base says
     assert tool["config"] == {"knowledgeBaseId": "kb_1", "knowledgeBaseName": "Product Documentation",

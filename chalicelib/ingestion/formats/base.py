@@ -1,55 +1,38 @@
-"""The records every reader returns, the content types, and what the readers share."""
+"""The records every reader returns, the record that describes a format, and what the
+readers share."""
 import io
 import zipfile
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Callable, Mapping, Optional
 
 from chalicelib.ingestion.errors import IngestionError
 
-PDF = "application/pdf"
-DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-HTML = "text/html"
-TEXT = "text/plain"
-MARKDOWN = "text/markdown"
-RST = "text/x-rst"
-ASCIIDOC = "text/asciidoc"
-CSV = "text/csv"
-TSV = "text/tab-separated-values"
-JSON = "application/json"
-YAML = "application/yaml"
-TOML = "application/toml"
-XML = "application/xml"
-CONFIG = "text/x-config"  # .conf, .ini, .cfg, .properties, .env
-# Source code, by language; chunked on definitions and blank lines like the configuration
-# formats (chalicelib.ingestion.chunk reads LINE_STRUCTURED).
-CODE_TYPES = {
-    ".py": "text/x-python", ".pyi": "text/x-python", ".js": "text/javascript", ".mjs": "text/javascript",
-    ".cjs": "text/javascript", ".jsx": "text/javascript", ".ts": "text/x-typescript",
-    ".tsx": "text/x-typescript", ".go": "text/x-go", ".rs": "text/x-rust", ".java": "text/x-java",
-    ".kt": "text/x-kotlin", ".kts": "text/x-kotlin", ".scala": "text/x-scala", ".c": "text/x-c",
-    ".h": "text/x-c", ".cc": "text/x-c++", ".cpp": "text/x-c++", ".cxx": "text/x-c++", ".hpp": "text/x-c++",
-    ".hh": "text/x-c++", ".cs": "text/x-csharp", ".rb": "text/x-ruby", ".php": "text/x-php",
-    ".pl": "text/x-perl", ".pm": "text/x-perl", ".sh": "text/x-shellscript", ".bash": "text/x-shellscript",
-    ".zsh": "text/x-shellscript", ".swift": "text/x-swift", ".lua": "text/x-lua", ".r": "text/x-r",
-    ".sql": "text/x-sql", ".m": "text/x-objc", ".ex": "text/x-elixir", ".exs": "text/x-elixir",
-    ".erl": "text/x-erlang", ".hs": "text/x-haskell", ".ml": "text/x-ocaml", ".clj": "text/x-clojure",
-    ".dart": "text/x-dart", ".vue": "text/x-vue", ".css": "text/css", ".scss": "text/x-scss",
-    ".mk": "text/x-makefile", ".cmake": "text/x-cmake", ".tf": "text/x-terraform", ".ps1": "text/x-powershell",
-}
-# Files named without an extension that are code all the same.
-CODE_NAMES = {"makefile": "text/x-makefile", "gnumakefile": "text/x-makefile", "dockerfile": "text/x-dockerfile",
-              "cmakelists.txt": "text/x-cmake", "rakefile": "text/x-ruby", "gemfile": "text/x-ruby",
-              "jenkinsfile": "text/x-groovy", "vagrantfile": "text/x-ruby"}
-SCRIPT_TYPES = {"python": "text/x-python", "sh": "text/x-shellscript", "bash": "text/x-shellscript",
-                "dash": "text/x-shellscript", "zsh": "text/x-shellscript", "perl": "text/x-perl",
-                "ruby": "text/x-ruby", "node": "text/javascript"}
-# Chunked on lines, definitions and blank lines rather than on sentences.
-LINE_STRUCTURED = frozenset(CODE_TYPES.values()) | frozenset(CODE_NAMES.values()) | frozenset(
-    SCRIPT_TYPES.values()) | {JSON, YAML, TOML, XML, CONFIG}
-# Each section's first line is the table's header row, repeated in each of its chunks.
-TABLES = frozenset({CSV, TSV, XLSX})
+@dataclass(frozen=True)
+class Format:
+    """One file format as the registry (formats/registry.py) lists it: how a file of it is
+    recognised, the reader that reads it and the content types it is read as. A reader is
+    called as read(data, content_type, limits) and returns an Extracted.
+
+    Recognised, in the registry's order: by `magic` (its first bytes, before anything is
+    refused: PDF), by `zip_member` (an Office Open XML package holding that part), then, for
+    text, by `looks_like` (HTML's head), by a file name without extension (`file_names`:
+    Makefile), by its extension (`extensions`), by the interpreter its #! line names
+    (`interpreters`); text nothing names is the registry's last format's."""
+    name: str  # as the formats table names it
+    content_types: tuple[str, ...]  # the types it is read as; the first is the format's own
+    read: Callable[[bytes, str, "Limits"], "Extracted"]
+    library: Optional[str] = None  # what reads it, where not the standard library
+    notes: str = ""  # what the reader keeps, for the formats table
+    extensions: Mapping[str, str] = field(default_factory=dict)  # ".md" -> its content type
+    file_names: Mapping[str, str] = field(default_factory=dict)  # "makefile" -> its content type
+    interpreters: Mapping[str, str] = field(default_factory=dict)  # "python" (from #!) -> its content type
+    magic: Optional[Callable[[bytes], bool]] = None
+    zip_member: Optional[str] = None
+    looks_like: Optional[Callable[[bytes], bool]] = None
+    # How the chunker cuts it: "prose" (sentences), "lines" (definitions and blank lines),
+    # "table" (rows, each chunk headed by the header row).
+    chunking: str = "prose"
 
 
 @dataclass

@@ -3,7 +3,9 @@ distinct page header and footer once."""
 import io
 
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.formats.base import DOCX, Extracted, SectionBuilder, check_uncompressed_size
+from chalicelib.ingestion.formats.base import Extracted, Format, SectionBuilder, check_uncompressed_size
+
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
 def _header_footer_lines(document) -> tuple[list[str], list[str]]:
@@ -49,3 +51,8 @@ def read_docx(data: bytes, limits) -> Extracted:
                         cells.append(text)
                 out.lines.append(" | ".join(cells))
     return Extracted(DOCX, out.finish(page_footers))
+
+
+FORMATS = (Format("DOCX", (DOCX,), lambda data, _type, limits: read_docx(data, limits), library="python-docx",
+                  notes="headings as sections, tables as `a | b` rows, headers and footers once",
+                  extensions={".docx": DOCX}, zip_member="word/document.xml"),)

@@ -6,7 +6,13 @@ import re
 from html.parser import HTMLParser
 from typing import Optional
 
-from chalicelib.ingestion.formats.base import HTML, Extracted, Section, SectionBuilder, decode_text
+from chalicelib.ingestion.formats.base import Extracted, Format, Section, SectionBuilder, decode_text
+
+HTML = "text/html"
+# A document that says it is HTML, whatever its name: a doctype or <html> first (after a BOM,
+# an XML declaration and comments).
+_HTML_HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b",
+                        re.I | re.S)
 
 # Heading permalinks: Node.js's "#", Sphinx's "¶", others' "§" and link symbols.
 _PERMALINK = re.compile(r"[\s#¶§🔗]+$")
@@ -200,11 +206,9 @@ def _main_content(tree) -> Optional[list[Section]]:
     # pages), no comments or images (links only to measure link density); fast skips the
     # comparison with the two fallback extractors, which drop headings. The tree is given,
     # so nothing is fetched.
-    # bare_extraction: the XML output's clean-up is quadratic (28 s of 60 on Node.js's
-    # 8 MB all.html) and its tree is the one read here anyway. Measured with
-    # bench/html_extraction.py on the 295 HTML pages of /usr/share/doc (25 MB, on 2 cores
-    # shared at a load of 10 to 46): median 35-37 ms a page, p95 410-440 ms, Node.js's
-    # fs.html (0.66 MB) 1.2-1.6 s, all.html (8.4 MB) 21-30 s.
+    # bare_extraction: the XML output's clean-up is quadratic (half the time on a large page
+    # such as Node.js's 8 MB all.html) and its tree is the one read here anyway
+    # (bench/html_extraction.py measures a page's time).
     document = trafilatura.bare_extraction(
         tree, include_formatting=True, include_tables=True, include_comments=False, include_links=True,
         include_images=False, with_metadata=False, fast=True, deduplicate=False)
@@ -301,3 +305,11 @@ def read_html(data: bytes) -> Extracted:
         parser.close()
         sections = parser.finish()
     return Extracted(HTML, sections, title=title)
+
+
+FORMATS = (Format("HTML", (HTML,), lambda data, _type, _limits: read_html(data), library="trafilatura",
+                  notes="main content only (navigation, tables of contents, footers and cookie banners"
+                        " gone), headings as sections; a page trafilatura empties falls back to a plain"
+                        " HTML parser",
+                  extensions={".html": HTML, ".htm": HTML, ".xhtml": HTML},
+                  looks_like=lambda data: bool(_HTML_HEAD.match(data[:1024]))),)

@@ -3,7 +3,9 @@ what each value is; a large document becomes one section per top-level key."""
 import json
 import re
 
-from chalicelib.ingestion.formats.base import JSON, Extracted, Section, decode_text
+from chalicelib.ingestion.formats.base import Extracted, Format, Section, decode_text
+
+JSON = "application/json"
 
 # Below this many characters of lines, one section: splitting would only make small chunks.
 ONE_SECTION_MAX_CHARS = 4000
@@ -47,3 +49,8 @@ def read_json(data: bytes) -> Extracted:
         _lines(value, _key("", str(key)), part)
         sections.append(Section("\n".join(part), headers=[str(key)]))
     return Extracted(JSON, sections)
+
+
+FORMATS = (Format("JSON", (JSON,), lambda data, _type, _limits: read_json(data),
+                  notes="one `key.path: value` line a value, one section a top-level key when large",
+                  extensions={".json": JSON}, chunking="lines"),)

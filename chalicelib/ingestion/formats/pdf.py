@@ -4,7 +4,9 @@ import re
 from collections import Counter
 
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.formats.base import PDF, Extracted, Section
+from chalicelib.ingestion.formats.base import Extracted, Format, Section
+
+PDF = "application/pdf"
 
 # Running lines are looked for among the first and last few lines of each page: a header
 # or footer is one or two lines, and pypdf may order a page's margins after its body.
@@ -65,3 +67,9 @@ def read_pdf(data: bytes, max_pages: int) -> Extracted:
         raise IngestionError("CORRUPT_FILE", f"the PDF could not be read: {exc}") from exc
     pages = strip_running_lines(pages)
     return Extracted(PDF, [Section(text, page=i + 1) for i, text in enumerate(pages)], len(pages))
+
+
+FORMATS = (Format("PDF", (PDF,), lambda data, _type, limits: read_pdf(data, limits.max_pages), library="pypdf",
+                  notes="the page number on every chunk; an empty user password is tried; lines repeated at the"
+                        " top or bottom of most pages (running headers, footers, page numbers) removed",
+                  extensions={".pdf": PDF}, magic=lambda data: b"%PDF-" in data[:1024]),)

@@ -1,8 +1,8 @@
 """What a file is: sniffed from its bytes; the name only tells text formats apart.
 
-A file is ingested when it is a PDF, a DOCX, an XLSX or text (UTF-8, UTF-16 with a byte
-order mark, or 8-bit text read as Latin-1); anything else is refused naming what it is,
-from a small table of magic numbers. refused_by_name and refused_by_content let the
+A file is ingested when a format of the registry (formats/registry.py) recognises it, or it
+is text (UTF-8, UTF-16 with a byte order mark, or 8-bit text read as Latin-1); anything
+else is refused naming what it is, from a small table of magic numbers. refused_by_name and refused_by_content let the
 upload API refuse up front, from the name and from the first bytes."""
 import io
 import re
@@ -10,24 +10,14 @@ import zipfile
 from typing import Optional
 
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.formats.base import (ASCIIDOC, CODE_NAMES, CODE_TYPES, CONFIG, CSV, DOCX, HTML, JSON,
-                                               MARKDOWN, PDF, RST, SCRIPT_TYPES, TEXT, TOML, TSV, XLSX, XML,
-                                               YAML)
+from chalicelib.ingestion.formats.registry import (BINARY, DEFAULT, FILE_NAMES, FORMATS, INTERPRETERS,
+                                                   TEXT_EXTENSIONS, ZIP_MEMBERS)
 
 # How many first bytes refused_by_content wants: tar's "ustar" sits at 257.
 HEAD_BYTES = 4096
 
-TEXT_EXTENSIONS = {
-    ".md": MARKDOWN, ".markdown": MARKDOWN, ".mdown": MARKDOWN, ".mkd": MARKDOWN,
-    ".rst": RST, ".rest": RST, ".adoc": ASCIIDOC, ".asciidoc": ASCIIDOC,
-    ".html": HTML, ".htm": HTML, ".xhtml": HTML,
-    ".csv": CSV, ".tsv": TSV, ".tab": TSV, ".json": JSON, ".yaml": YAML, ".yml": YAML, ".toml": TOML,
-    ".xml": XML, ".xsd": XML, ".xsl": XML, ".xslt": XML,
-    ".conf": CONFIG, ".ini": CONFIG, ".cfg": CONFIG, ".properties": CONFIG, ".env": CONFIG,
-    **CODE_TYPES,
-}
-
-# (offset, magic, what it is). Checked in order; PDF and ZIP are handled before.
+# (offset, magic, what it is). Checked in order; the registry's binary formats and ZIP are
+# handled before.
 _MAGIC = [
     (0, b"\x89PNG\r\n\x1a\n", "PNG image"), (0, b"\xff\xd8\xff", "JPEG image"),
     (0, b"GIF87a", "GIF image"), (0, b"GIF89a", "GIF image"), (0, b"BM", None),  # BMP: checked below
@@ -77,8 +67,7 @@ BINARY_EXTENSIONS = {
 }
 BINARY_EXTENSIONS = {k: v for k, v in BINARY_EXTENSIONS.items() if v}
 
-_ZIP_MEMBERS = [("word/document.xml", DOCX), ("xl/workbook.xml", XLSX),
-                ("ppt/presentation.xml", "PowerPoint presentation (PPTX)"),
+_ZIP_MEMBERS = [*ZIP_MEMBERS.items(), ("ppt/presentation.xml", "PowerPoint presentation (PPTX)"),
                 ("AndroidManifest.xml", "Android package (APK)"), ("META-INF/MANIFEST.MF", "Java archive (JAR)")]
 _OPENDOCUMENT = {b"application/vnd.oasis.opendocument.text": "OpenDocument text",
                  b"application/vnd.oasis.opendocument.spreadsheet": "OpenDocument spreadsheet",
@@ -86,8 +75,6 @@ _OPENDOCUMENT = {b"application/vnd.oasis.opendocument.text": "OpenDocument text"
                  b"application/epub+zip": "EPUB e-book"}
 # C0 controls that do not occur in text (tab, newlines, form feed and escape do).
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
-_HTML_HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b",
-                        re.I | re.S)
 
 
 def _extension(filename: str) -> str:
@@ -126,7 +113,7 @@ def refused_by_content(head: bytes) -> Optional[str]:
     """What a file is, from its first bytes (HEAD_BYTES is enough), when it is a binary
     type that is not ingested; None when it may be (text, PDF, or a ZIP that may be a DOCX
     or an XLSX: only its directory, at the end, tells)."""
-    if b"%PDF-" in head[:1024] or head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+    if _magic_format(head) is not None or head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return None
     named = _magic(head)
     if named:
@@ -148,18 +135,24 @@ def _zip_type(data: bytes) -> str:
     return "ZIP archive"
 
 
+def _magic_format(head: bytes) -> Optional[str]:
+    """The content type of the registry's format whose magic the first bytes are, if any."""
+    return next((f.content_types[0] for f in BINARY if f.magic is not None and f.magic(head)), None)
+
+
 def _text_type(data: bytes, filename: str) -> str:
-    if _HTML_HEAD.match(data[:1024]):
-        return HTML
+    found = next((f.content_types[0] for f in FORMATS if f.looks_like is not None and f.looks_like(data)), None)
+    if found:
+        return found
     base = filename.replace("\\", "/").rsplit("/", 1)[-1].lower()
-    if base in CODE_NAMES:
-        return CODE_NAMES[base]
+    if base in FILE_NAMES:
+        return FILE_NAMES[base]
     by_extension = TEXT_EXTENSIONS.get(_extension(filename))
     if by_extension:
         return by_extension
     if data.startswith(b"#!"):
-        return SCRIPT_TYPES.get(_interpreter(data[2:200].split(b"\n", 1)[0]), TEXT)
-    return TEXT
+        return INTERPRETERS.get(_interpreter(data[2:200].split(b"\n", 1)[0]), DEFAULT.content_types[0])
+    return DEFAULT.content_types[0]
 
 
 def _interpreter(shebang: bytes) -> str:
@@ -173,11 +166,12 @@ def _interpreter(shebang: bytes) -> str:
 def sniff_type(data: bytes, filename: str) -> str:
     """The content type to read the file as; IngestionError UNSUPPORTED_TYPE naming what
     it is when it is not one that can be ingested."""
-    if b"%PDF-" in data[:1024]:
-        return PDF
+    found = _magic_format(data)
+    if found:
+        return found
     if data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         kind = _zip_type(data)
-        if kind in (DOCX, XLSX):
+        if kind in ZIP_MEMBERS.values():
             return kind
         raise IngestionError("UNSUPPORTED_TYPE", f"{filename}: {_article(kind)} {kind}, which is not a supported type")
     named = refused_by_content(data[:HEAD_BYTES])

@@ -6,7 +6,11 @@ import datetime
 import io
 
 from chalicelib.ingestion.errors import IngestionError
-from chalicelib.ingestion.formats.base import TSV, XLSX, Extracted, Section, check_uncompressed_size, decode_text
+from chalicelib.ingestion.formats.base import Extracted, Format, Section, check_uncompressed_size, decode_text
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+CSV = "text/csv"
+TSV = "text/tab-separated-values"
 
 CELL_SEPARATOR = " | "
 
@@ -63,3 +67,13 @@ def read_xlsx(data: bytes, limits) -> Extracted:
     finally:
         book.close()
     return Extracted(XLSX, sections)
+
+
+FORMATS = (
+    Format("XLSX", (XLSX,), lambda data, _type, limits: read_xlsx(data, limits), library="openpyxl",
+           notes="rows, one sheet a section, the header row at the top of every chunk",
+           extensions={".xlsx": XLSX}, zip_member="xl/workbook.xml", chunking="table"),
+    Format("CSV, TSV", (CSV, TSV), lambda data, content_type, _limits: read_csv(data, content_type),
+           notes="rows, the header row at the top of every chunk",
+           extensions={".csv": CSV, ".tsv": TSV, ".tab": TSV}, chunking="table"),
+)

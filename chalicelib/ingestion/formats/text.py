@@ -3,8 +3,39 @@ their heading trail), and source code and configuration files (one section: the 
 cuts them on definitions and blank lines)."""
 import re
 
-from chalicelib.ingestion.formats.base import (ASCIIDOC, MARKDOWN, RST, Extracted, Section, SectionBuilder,
-                                               decode_text)
+from chalicelib.ingestion.formats.base import Extracted, Format, Section, SectionBuilder, decode_text
+
+TEXT = "text/plain"
+MARKDOWN = "text/markdown"
+RST = "text/x-rst"
+ASCIIDOC = "text/asciidoc"
+YAML = "application/yaml"
+TOML = "application/toml"
+XML = "application/xml"
+CONFIG = "text/x-config"  # .conf, .ini, .cfg, .properties, .env
+# Source code, by language; chunked on definitions and blank lines like the configuration
+# formats.
+CODE_TYPES = {
+    ".py": "text/x-python", ".pyi": "text/x-python", ".js": "text/javascript", ".mjs": "text/javascript",
+    ".cjs": "text/javascript", ".jsx": "text/javascript", ".ts": "text/x-typescript",
+    ".tsx": "text/x-typescript", ".go": "text/x-go", ".rs": "text/x-rust", ".java": "text/x-java",
+    ".kt": "text/x-kotlin", ".kts": "text/x-kotlin", ".scala": "text/x-scala", ".c": "text/x-c",
+    ".h": "text/x-c", ".cc": "text/x-c++", ".cpp": "text/x-c++", ".cxx": "text/x-c++", ".hpp": "text/x-c++",
+    ".hh": "text/x-c++", ".cs": "text/x-csharp", ".rb": "text/x-ruby", ".php": "text/x-php",
+    ".pl": "text/x-perl", ".pm": "text/x-perl", ".sh": "text/x-shellscript", ".bash": "text/x-shellscript",
+    ".zsh": "text/x-shellscript", ".swift": "text/x-swift", ".lua": "text/x-lua", ".r": "text/x-r",
+    ".sql": "text/x-sql", ".m": "text/x-objc", ".ex": "text/x-elixir", ".exs": "text/x-elixir",
+    ".erl": "text/x-erlang", ".hs": "text/x-haskell", ".ml": "text/x-ocaml", ".clj": "text/x-clojure",
+    ".dart": "text/x-dart", ".vue": "text/x-vue", ".css": "text/css", ".scss": "text/x-scss",
+    ".mk": "text/x-makefile", ".cmake": "text/x-cmake", ".tf": "text/x-terraform", ".ps1": "text/x-powershell",
+}
+# Files named without an extension that are code all the same.
+CODE_NAMES = {"makefile": "text/x-makefile", "gnumakefile": "text/x-makefile", "dockerfile": "text/x-dockerfile",
+              "cmakelists.txt": "text/x-cmake", "rakefile": "text/x-ruby", "gemfile": "text/x-ruby",
+              "jenkinsfile": "text/x-groovy", "vagrantfile": "text/x-ruby"}
+SCRIPT_TYPES = {"python": "text/x-python", "sh": "text/x-shellscript", "bash": "text/x-shellscript",
+                "dash": "text/x-shellscript", "zsh": "text/x-shellscript", "perl": "text/x-perl",
+                "ruby": "text/x-ruby", "node": "text/javascript"}
 
 
 def read_plain(data: bytes, content_type: str) -> Extracted:
@@ -97,3 +128,29 @@ def read_asciidoc(data: bytes) -> Extracted:
         else:
             out.lines.append(line)
     return Extracted(ASCIIDOC, out.finish())
+
+
+def _plain(data: bytes, content_type: str, _limits) -> Extracted:
+    return read_plain(data, content_type)
+
+
+FORMATS = (
+    Format("Markdown", (MARKDOWN,), lambda data, _type, _limits: read_markdown(data), notes="headings as sections",
+           extensions=dict.fromkeys((".md", ".markdown", ".mdown", ".mkd"), MARKDOWN)),
+    Format("reStructuredText", (RST,), lambda data, _type, _limits: read_rst(data), notes="headings as sections",
+           extensions=dict.fromkeys((".rst", ".rest"), RST)),
+    Format("AsciiDoc", (ASCIIDOC,), lambda data, _type, _limits: read_asciidoc(data), notes="headings as sections",
+           extensions=dict.fromkeys((".adoc", ".asciidoc"), ASCIIDOC)),
+    Format("YAML, TOML, XML, configuration", (YAML, TOML, XML, CONFIG), _plain,
+           notes="one section, cut at definitions and blank lines",
+           extensions={".yaml": YAML, ".yml": YAML, ".toml": TOML,
+                       **dict.fromkeys((".xml", ".xsd", ".xsl", ".xslt"), XML),
+                       **dict.fromkeys((".conf", ".ini", ".cfg", ".properties", ".env"), CONFIG)},
+           chunking="lines"),
+    Format("Source code", tuple(dict.fromkeys([*CODE_TYPES.values(), *CODE_NAMES.values(), *SCRIPT_TYPES.values()])),
+           _plain, notes="one section, cut before top-level definitions, then at blank lines",
+           extensions=CODE_TYPES, file_names=CODE_NAMES, interpreters=SCRIPT_TYPES, chunking="lines"),
+    # Last: any text no other format names (UTF-8, UTF-16 with a byte order mark, else Latin-1).
+    Format("Plain text", (TEXT,), _plain, notes="README, LICENSE and any other text; sentences and paragraphs",
+           extensions={".txt": TEXT}),
+)

@@ -1,0 +1,26 @@
+"""The API's functions other than HTTP (Chalice's blueprint; app.py registers it): a
+search or tool call by direct invocation, acting for its caller's organisation, and the
+work after a request answered (jobs.run: a long conversation's extraction, a rebuild),
+invoked asynchronously by the API. Lambda imports this module by itself, so it starts the
+process here."""
+from chalice import Blueprint
+
+from chalicelib import jobs, process
+from chalicelib.api.direct_invoke import handle_kb_search
+from chalicelib.knowledge import jobs as extraction_jobs  # noqa: F401 - registers its handler with jobs
+from chalicelib.knowledge_bases import rebuild  # noqa: F401 - registers its handler with jobs
+
+process.start()
+events = Blueprint(__name__)
+
+
+@events.lambda_function(name="kb_search")
+def kb_search(event, context):
+    return handle_kb_search(event)
+
+
+# The jobs function. Its name is older than its second job; a new name would replace the
+# function on the next stack update.
+@events.lambda_function(name="knowledge_extract")
+def knowledge_extract(event, context):
+    return jobs.run(event)
