@@ -141,7 +141,22 @@ CHUNK_TOKENS = Range(50, 8000, 500)
 # A file's chunk is embedded after a line naming its document and section trail
 # (chalicelib/ingestion/context.py): at most this many tokens of the model's window.
 CHUNK_CONTEXT_TOKENS = 40
-CHUNK_STRATEGIES = ("fixed", "semantic")  # the first is the default
+CHUNK_STRATEGIES = ("fixed", "semantic", "hierarchical")
+HIERARCHICAL = "hierarchical"
+# A knowledge base created without chunking settings, by embedding provider: (strategy,
+# chunkTokens or parentTokens, chunkOverlap, childTokens). hierarchical indexes children that fit
+# the model's window and answers their parent (retrieval/parents.py). The local model's sizes
+# were chosen on the dev questions of bench/manuals.py, bash-doc, hybrid (docs/chunking.md): answer
+# in the top 3 for 3/10, page 9/10, top-3 tokens 1,044 at 500 / 214; 800 / 214 3/10, 8/10, 1,525;
+# 500 / 128 3/10, 8/10, 1,086 and a navigation page in a top 5. Titan's
+# are Bedrock Knowledge Bases' hierarchical defaults (1,500 / 300, 60 of overlap); OpenAI's are
+# file search's (800 tokens with 400 of overlap, no parents), its window holding them whole;
+# hierarchical asked of OpenAI without sizes takes Titan's.
+DEFAULT_CHUNKING = {
+    "local": (HIERARCHICAL, 500, 50, 214),
+    "bedrock": (HIERARCHICAL, 1500, 60, 300),
+    "openai": ("fixed", 800, 400, None),
+}
 # The semantic strategy embeds every sentence in the Chunk step (300 s): the local model
 # embedded SciFact's sentences at 165 a second on 2 cores (1,000 in 6.1 s), so 10,000 take
 # about a minute here and two on a 2 GB Lambda's one vCPU. A longer document (about 500

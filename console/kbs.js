@@ -132,7 +132,10 @@ export async function renderKnowledgeBase(ctx, id) {
     kb.description ? h('p', { class: 'lead', text: kb.description }) : null,
     h('p', { class: 'muted small' },
       badge(kb.visibility), ` ${kb.embedding.provider} · ${kb.embedding.model} (${kb.embedding.dimension} dimensions) · `
-      + `${kb.chunking.strategy} ${kb.chunking.chunkTokens}-token chunks, ${kb.chunking.chunkOverlap} overlap · `, h('code', { text: kb.id })),
+      + (kb.chunking.strategy === 'hierarchical'
+        ? `hierarchical: ${kb.chunking.childTokens}-token chunks in ${kb.chunking.parentTokens}-token passages, `
+        : `${kb.chunking.strategy} ${kb.chunking.chunkTokens}-token chunks, `)
+      + `${kb.chunking.chunkOverlap} overlap · `, h('code', { text: kb.id })),
     failure, stats, documents.section, searchSection(kb));
   documents.refresh();
 }

@@ -3,7 +3,8 @@ KnowledgeBase and Agent, read from YAML into typed records and written back. No 
 kbcli/commands/apply.py plans and applies them through the API.
 
 A knowledge base is named by metadata.id (its name in the service); an agent too. The seed's
-spellings are read (embedding_provider, chunking.max_chunk_size, access.read_roles, an agent's
+spellings are read (embedding_provider, chunking.max_chunk_size, chunking.parent_tokens and
+child_tokens of hierarchical chunking, access.read_roles, an agent's
 knowledge[].query.max_results …) and written by `kb export`, so what export writes applies
 unchanged."""
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ class KnowledgeBaseSpec:
     chunk_tokens: Optional[int] = None
     chunk_overlap: Optional[int] = None
     strategy: Optional[str] = None
+    parent_tokens: Optional[int] = None  # hierarchical chunking: the passage answered
+    child_tokens: Optional[int] = None  # hierarchical chunking: the chunks indexed
     access: Optional[dict] = None  # the API's camelCase lists; None: the file does not say
     rerank: Optional[bool] = None  # search.rerank: every search reranked unless it says; None: not said
 
@@ -148,7 +151,8 @@ def _knowledge_base(name: str, spec: dict, source: str) -> KnowledgeBaseSpec:
     _known(spec, {"description", "visibility", "embedding_provider", "embedding_model", "vector_store",
                   "chunking", "access", "search"}, source, "spec.")
     chunking = _mapping(spec.get("chunking"), source, "spec.chunking")
-    _known(chunking, {"strategy", "max_chunk_size", "overlap"}, source, "spec.chunking.")
+    _known(chunking, {"strategy", "max_chunk_size", "overlap", "parent_tokens", "child_tokens"}, source,
+           "spec.chunking.")
     access = spec.get("access")
     if access is not None:
         access = _mapping(access, source, "spec.access")
@@ -170,6 +174,8 @@ def _knowledge_base(name: str, spec: dict, source: str) -> KnowledgeBaseSpec:
         chunk_tokens=_typed(chunking.get("max_chunk_size"), int, source, "spec.chunking.max_chunk_size"),
         chunk_overlap=_typed(chunking.get("overlap"), int, source, "spec.chunking.overlap"),
         strategy=_typed(chunking.get("strategy"), str, source, "spec.chunking.strategy"),
+        parent_tokens=_typed(chunking.get("parent_tokens"), int, source, "spec.chunking.parent_tokens"),
+        child_tokens=_typed(chunking.get("child_tokens"), int, source, "spec.chunking.child_tokens"),
         access=access, rerank=_typed(search.get("rerank"), bool, source, "spec.search.rerank"))
 
 
@@ -218,6 +224,8 @@ def knowledge_base_document(kb: dict) -> dict:
             "embedding_provider": embedding.get("provider"), "embedding_model": embedding.get("model"),
             "chunking": {k: v for k, v in (("strategy", chunking.get("strategy")),
                                            ("max_chunk_size", chunking.get("chunkTokens")),
+                                           ("parent_tokens", chunking.get("parentTokens")),
+                                           ("child_tokens", chunking.get("childTokens")),
                                            ("overlap", chunking.get("chunkOverlap"))) if v is not None}}
     if access:
         spec["access"] = access

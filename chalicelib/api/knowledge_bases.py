@@ -34,18 +34,13 @@ def create_knowledge_base(principal):
     embedding = body.get("embedding") or {}
     if not isinstance(embedding, dict):
         raise Invalid.field("embedding", "must be an object {provider, model}")
-    chunking = body.get("chunking") or {}
-    if not isinstance(chunking, dict):
-        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap, strategy}")
     kb = kbs.create_knowledge_base(
         principal, name=string_field(body, "name", required=True, max_length=limits.NAME_MAX_CHARS),
         description=string_field(body, "description", required=False, max_length=limits.DESCRIPTION_MAX_CHARS),
         visibility=visibility,
         provider=string_field(embedding, "provider", required=False, max_length=40) or None,
         model=string_field(embedding, "model", required=False, max_length=100) or None,
-        chunk_tokens=chunking.get("chunkTokens"), chunk_overlap=chunking.get("chunkOverlap"),
-        chunk_strategy=chunking.get("strategy"),
-        access=kbs.parse_access(body.get("access")), source=_source(body, principal),
+        chunking=body.get("chunking"), access=kbs.parse_access(body.get("access")), source=_source(body, principal),
         search=kbs.parse_search_settings(body.get("search")))
     return ok(kb_view(kb, principal), status=201)
 
@@ -96,14 +91,9 @@ def rebuild_knowledge_base(principal, kb_id):
     """Chunk and embed every document again, optionally with new chunk sizes: 202, and the
     rebuild to follow with GET."""
     body = json_body(blueprint.current_request)
-    refuse_unknown(body, {"chunking"}, "is not a field of a rebuild; use chunking {chunkTokens, chunkOverlap, strategy}")
-    chunking = body.get("chunking") or {}
-    if not isinstance(chunking, dict):
-        raise Invalid.field("chunking", "must be an object {chunkTokens, chunkOverlap}")
-    refuse_unknown(chunking, {"chunkTokens", "chunkOverlap", "strategy"},
-                   "is not a chunking setting; use chunkTokens, chunkOverlap, strategy", prefix="chunking.")
-    started = rebuild.start_rebuild(principal, kb_id, chunk_tokens=chunking.get("chunkTokens"),
-                                    chunk_overlap=chunking.get("chunkOverlap"), strategy=chunking.get("strategy"))
+    refuse_unknown(body, {"chunking"}, "is not a field of a rebuild; use chunking {strategy, chunkTokens,"
+                                       " chunkOverlap} or {strategy: hierarchical, parentTokens, childTokens}")
+    started = rebuild.start_rebuild(principal, kb_id, chunking=kbs.parse_chunking(body.get("chunking")))
     return ok(rebuild_view(started), status=202)
 
 

@@ -9,6 +9,7 @@ from chalicelib.auth import Principal
 from chalicelib.documents.entries import Entry, entry_url
 from chalicelib.documents.sync import SyncReport
 from chalicelib.documents.uploads import Upload
+from chalicelib.ingestion.context import Chunking
 from chalicelib.knowledge.sessions import Session
 from chalicelib.retrieval import Passage, SearchResult
 from chalicelib.retrieval.model import DebugView
@@ -34,8 +35,7 @@ def kb_view(row: dict, viewer: Principal) -> dict:
             "source": row["source"]} if ours else {}),
         "embedding": {"provider": row["embedding_provider"], "model": row["embedding_model"],
                       "dimension": row["embedding_dim"]},
-        "chunking": {"chunkTokens": row["chunk_tokens"], "chunkOverlap": row["chunk_overlap"],
-                     "strategy": row["chunk_strategy"]},
+        "chunking": Chunking.of(row).view(),
         "search": {"rerank": row.get("default_rerank", False)},
         "stats": {
             "documentCount": stats.get("documentCount", 0), "chunkCount": stats.get("chunkCount", 0),

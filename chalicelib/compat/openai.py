@@ -306,7 +306,7 @@ def create_vector_store(principal: Principal, body: dict) -> dict:
         principal, name=string_field(body, "name", required=False, max_length=limits.NAME_MAX_CHARS)
         or "vector store", description=string_field(body, "description", required=False,
                                                      max_length=limits.DESCRIPTION_MAX_CHARS),
-        chunk_tokens=chunking[0] if chunking else None, chunk_overlap=chunking[1] if chunking else None)
+        chunking={"chunkTokens": chunking[0], "chunkOverlap": chunking[1]} if chunking else None)
     for file_id in file_ids:
         attach_file(principal, kb["id"], {"file_id": file_id})
     return kbs.get_knowledge_base(principal, kb["id"])

@@ -16,7 +16,7 @@ from chalicelib.embeddings import get_provider
 from chalicelib.errors import Conflict, Forbidden, NotFound
 from chalicelib.ids import new_id
 from chalicelib.ingestion.chunk import chunk_document
-from chalicelib.ingestion.context import fitting_overlap, fitting_tokens
+from chalicelib.ingestion.context import fitting_overlap, fitting_tokens, within_window
 from chalicelib.ingestion.extract import TEXT, Extracted, Section
 from chalicelib.retrieval import Passage, SearchRequest, search
 from chalicelib.storage import chunks as chunk_rows
@@ -113,8 +113,8 @@ def store_entry(principal: Principal, kb_id: str, item: Knowledge, kb: Optional[
         found = documents.entry_by_content(conn, principal, kb_id, digest)
     if found is not None:
         return _existing(found)
-    chunks = chunk_document(Extracted(TEXT, [Section(item.content)]), fitting_tokens(kb), fitting_overlap(kb),
-                            item.metadata)
+    chunks = within_window(chunk_document(Extracted(TEXT, [Section(item.content)]), fitting_tokens(kb),
+                                          fitting_overlap(kb), item.metadata), kb["embedding_provider"], item.title)
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
         [f"{item.title}\n{c.content}" for c in chunks])
     chunks = [replace(c, embedding=v, title=item.title) for c, v in zip(chunks, vectors)]
@@ -147,7 +147,8 @@ def rewrite_entry(principal: Principal, kb: dict, entry_id: str, *, title: str, 
     sighting instead. A merge rewrites only what the caller could change by hand (an admin
     any entry it reads, a writer its own: set_entry_level's rule) and never carries an
     item's knowledge to a wider level than the item's own (`level`)."""
-    chunks = chunk_document(Extracted(TEXT, [Section(content)]), fitting_tokens(kb), fitting_overlap(kb), {})
+    chunks = within_window(chunk_document(Extracted(TEXT, [Section(content)]), fitting_tokens(kb),
+                                          fitting_overlap(kb), {}), kb["embedding_provider"], title)
     vectors = get_provider(kb["embedding_provider"], kb["embedding_model"]).embed_documents(
         [f"{title}\n{c.content}" for c in chunks])
     chunks = [replace(c, embedding=v, title=title) for c, v in zip(chunks, vectors)]
@@ -197,7 +198,8 @@ def rechunk_entries(kb: dict) -> int:
     for entry_id, group in groupby(rows, key=lambda r: r["document_id"]):
         group = list(group)
         title, text = group[0]["title"], rebuild(group)
-        chunks = chunk_document(Extracted(TEXT, [Section(text)]), fitting_tokens(kb), fitting_overlap(kb), {})
+        chunks = within_window(chunk_document(Extracted(TEXT, [Section(text)]), fitting_tokens(kb),
+                                              fitting_overlap(kb), {}), kb["embedding_provider"], title)
         vectors = provider.embed_documents([f"{title}\n{c.content}" for c in chunks])
         chunks = [replace(c, embedding=v, title=title) for c, v in zip(chunks, vectors)]
         with connection() as conn, conn.transaction():

@@ -9,16 +9,16 @@ from typing import Callable, Sequence
 
 import openai
 
-from chalicelib.embeddings.tokens import count_tokens_batch
 from chalicelib.errors import Invalid, Transient
 
 logger = logging.getLogger(__name__)
 
 DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 MAX_INPUTS_PER_REQUEST = 2048
-# The API caps a request at 300k tokens; the local WordPiece count is close to,
-# not equal to, OpenAI's, so keep a wide margin.
-MAX_TOKENS_PER_REQUEST = 200_000
+# The API caps a request at 300k tokens. Its tokenizer (cl100k, byte-level BPE) is not here; a
+# text's UTF-8 bytes never undercount its tokens (ingestion/context.py, window_bytes), so a
+# request is filled up to that many bytes.
+MAX_TOKENS_PER_REQUEST = 300_000
 
 
 class OpenAIEmbeddings:
@@ -50,7 +50,7 @@ class OpenAIEmbeddings:
     @staticmethod
     def batches(texts: list[str]) -> list[list[str]]:
         out, current, tokens = [], [], 0
-        for text, n in zip(texts, count_tokens_batch(texts)):
+        for text, n in zip(texts, (len(t.encode("utf-8")) for t in texts)):
             if current and (len(current) >= MAX_INPUTS_PER_REQUEST or tokens + n > MAX_TOKENS_PER_REQUEST):
                 out.append(current)
                 current, tokens = [], 0

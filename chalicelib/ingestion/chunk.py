@@ -49,11 +49,6 @@ class Unit:
     fresh: bool = False  # the first piece of a block too large for a chunk: starts a chunk
 
 
-def validate_strategy(strategy) -> None:
-    if not isinstance(strategy, str) or strategy not in limits.CHUNK_STRATEGIES:
-        raise Invalid.field("chunking.strategy", f"must be one of {', '.join(limits.CHUNK_STRATEGIES)}")
-
-
 def validate_sizes(chunk_tokens: int, overlap: int) -> None:
     bounds = limits.CHUNK_TOKENS
     if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not bounds.low <= chunk_tokens <= bounds.high:

@@ -23,7 +23,7 @@ from chalicelib.embeddings import get_provider
 from chalicelib.errors import Transient
 from chalicelib.ingestion import common_lines, map_run, objects
 from chalicelib.ingestion.chunk import chunk_document
-from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context
+from chalicelib.ingestion.context import embedded_text, fitting_overlap, fitting_tokens, with_context, within_window
 from chalicelib.ingestion.errors import IngestionError
 from chalicelib.ingestion.extract import Extracted, Limits, extract
 from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
@@ -165,7 +165,8 @@ def chunk_step(event: dict) -> dict:
         had_text = bool(extracted.sections)
         extracted = _without_common_lines(state, extracted)  # a page of navigation alone counts too
         note = extracted.note or (COMMON_LINES_ONLY if had_text and not extracted.sections else None)
-        chunks = with_context(_chunked(kb, extracted, doc["metadata"]), extracted.title, doc["path"])
+        chunks = within_window(with_context(_chunked(kb, extracted, doc["metadata"]), extracted.title, doc["path"]),
+                               kb["embedding_provider"])
         if not chunks and not note:
             return _failed(state, IngestionError("NO_TEXT", "the document has no text to index"))
         if len(chunks) > limits.MAX_CHUNKS_PER_DOCUMENT:  # before any embedding work

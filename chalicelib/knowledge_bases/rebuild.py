@@ -13,7 +13,7 @@ from chalicelib.documents.entries import rechunk_entries
 from chalicelib.documents.runs import start_ingestion
 from chalicelib.errors import Conflict, NotFound, Transient
 from chalicelib.ids import new_id
-from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
+from chalicelib.ingestion.context import Chunking, settle_chunking
 from chalicelib.jobs import handles, invoke_later, jobs_function
 from chalicelib.storage import EVERY_ORGANISATION, acting_for, audit, connection, documents, knowledge_bases
 from chalicelib.storage import rebuilds as rebuild_rows
@@ -22,35 +22,33 @@ logger = logging.getLogger(__name__)
 STARTED_BATCH = 50  # documents handed to the pipeline between two progress writes
 
 
-def start_rebuild(principal: Principal, kb_id: str, *, chunk_tokens: Optional[int] = None,
-                  chunk_overlap: Optional[int] = None, strategy: Optional[str] = None) -> dict:
+def start_rebuild(principal: Principal, kb_id: str, *, chunking: Optional[dict] = None) -> dict:
     """The rebuild's row with its progress. Its owner and the organisation's admins may
-    (it may change the chunking); one at a time while its documents are being handed out."""
+    (it may change the chunking: the API's `chunking` fields, those left out kept while the
+    strategy stays); one at a time while its documents are being handed out."""
     jobs_function()
     with connection() as conn, conn.transaction():
         kb = kb_to_manage(conn, principal, kb_id, "rebuild it", for_update=True)
         if rebuild_rows.running(conn, kb_id):
             raise Conflict(f"knowledge base {kb_id} is being rebuilt; GET .../rebuild shows how far",
                            code="REBUILD_RUNNING")
-        tokens = kb["chunk_tokens"] if chunk_tokens is None else chunk_tokens
-        overlap = kb["chunk_overlap"] if chunk_overlap is None else chunk_overlap
-        strategy = kb["chunk_strategy"] if strategy is None else strategy
-        validate_sizes(tokens, overlap)
-        validate_strategy(strategy)
-        knowledge_bases.set_chunking(conn, kb_id, tokens, overlap, strategy)
+        before = Chunking.of(kb)
+        settings = load_settings()
+        settled = settle_chunking(chunking or {}, kb["embedding_provider"], base=before,
+                                  sizes=(settings.default_chunk_tokens, settings.default_chunk_overlap))
+        knowledge_bases.set_chunking(conn, kb_id, settled.chunk_tokens, settled.chunk_overlap, settled.strategy,
+                                     settled.child_tokens)
         rebuild_id = new_id("rebuild")
-        chunking = {"chunkTokens": tokens, "chunkOverlap": overlap, "strategy": strategy}
-        rebuild_rows.insert(conn, principal, rebuild_id=rebuild_id, kb_id=kb_id, chunking=chunking,
+        rebuild_rows.insert(conn, principal, rebuild_id=rebuild_id, kb_id=kb_id, chunking=settled.view(),
                             total=knowledge_bases.document_count(conn, kb_id))
         audit.write(conn, principal, "rebuild_knowledge_base", "knowledge_base", kb_id,
-                    before={"chunkTokens": kb["chunk_tokens"], "chunkOverlap": kb["chunk_overlap"],
-                            "strategy": kb["chunk_strategy"]},
-                    after={**chunking, "rebuildId": rebuild_id})
+                    before=before.view(), after={**settled.view(), "rebuildId": rebuild_id})
     try:
         invoke_later({"rebuildId": rebuild_id, "orgId": principal.org_id})
     except Transient:
         with connection() as conn, conn.transaction():  # nothing rebuilt: the old chunking again
-            knowledge_bases.set_chunking(conn, kb_id, kb["chunk_tokens"], kb["chunk_overlap"], kb["chunk_strategy"])
+            knowledge_bases.set_chunking(conn, kb_id, before.chunk_tokens, before.chunk_overlap, before.strategy,
+                                         before.child_tokens)
             rebuild_rows.finish(conn, rebuild_id, error={"code": "NOT_STARTED", "message": "the invocation failed"})
         raise
     return get_rebuild(principal, kb_id)

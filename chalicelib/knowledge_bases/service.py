@@ -11,7 +11,7 @@ from chalicelib.config import load_settings, reranker_configured
 from chalicelib.embeddings import get_provider
 from chalicelib import freshness, limits
 from chalicelib.errors import Invalid, NotFound
-from chalicelib.ingestion.chunk import validate_sizes, validate_strategy
+from chalicelib.ingestion.context import CHUNKING_FIELDS, default_chunking, settle_chunking
 from chalicelib.ingestion.objects import delete_prefix, knowledge_base_prefix
 from chalicelib.sources import SourceConfig
 from chalicelib.storage import audit, connection, knowledge_bases
@@ -58,6 +58,19 @@ def check_access(visibility: str, access: dict) -> None:
                                                  " (visibility org or public); a private one is its owner's alone")
 
 
+def parse_chunking(value) -> dict:
+    """A `chunking` object's fields ({} for null), unknown ones refused; their values are checked
+    against the embedding model by ingestion.context.settle_chunking."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid.field("chunking", "must be an object {strategy, chunkTokens, chunkOverlap} or"
+                                        " {strategy: hierarchical, parentTokens, childTokens, chunkOverlap}")
+    refuse_unknown(value, CHUNKING_FIELDS, f"is not a chunking setting; use {', '.join(CHUNKING_FIELDS)}",
+                   prefix="chunking.")
+    return {k: v for k, v in value.items() if v is not None}
+
+
 SEARCH_SETTINGS = ("rerank",)
 
 
@@ -83,11 +96,11 @@ def parse_search_settings(value) -> dict:
 
 def create_knowledge_base(principal: Principal, *, name: str, description: str,
                           visibility: str = "private", provider: Optional[str] = None,
-                          model: Optional[str] = None, chunk_tokens: Optional[int] = None,
-                          chunk_overlap: Optional[int] = None, chunk_strategy: Optional[str] = None,
+                          model: Optional[str] = None, chunking: Optional[dict] = None,
                           access: Optional[dict] = None, source: Optional[SourceConfig] = None,
                           search: Optional[dict] = None) -> dict:
     """A knowledge base whose embedding model (and so dimension) is fixed for good.
+    chunking: the API's `chunking` fields (none: the provider's default, limits.DEFAULT_CHUNKING);
     access: parse_access's; search: parse_search_settings'. Raises Invalid naming the field when a
     setting is not valid."""
     require_writer(principal, "create knowledge bases")
@@ -95,19 +108,16 @@ def create_knowledge_base(principal: Principal, *, name: str, description: str,
     check_access(visibility, access)
     settings = load_settings()
     embedder = get_provider(provider or settings.embedding_provider, model)
-    chunk_tokens = settings.default_chunk_tokens if chunk_tokens is None else chunk_tokens
-    chunk_overlap = settings.default_chunk_overlap if chunk_overlap is None else chunk_overlap
-    validate_sizes(chunk_tokens, chunk_overlap)
-    chunk_strategy = limits.CHUNK_STRATEGIES[0] if chunk_strategy is None else chunk_strategy
-    validate_strategy(chunk_strategy)
+    settled = settle_chunking(parse_chunking(chunking), embedder.name, base=default_chunking(embedder.name),
+                              sizes=(settings.default_chunk_tokens, settings.default_chunk_overlap))
     with connection() as conn:
         knowledge_bases.ensure_vector_index(conn, embedder.dimension)
         with conn.transaction():
             kb_id = knowledge_bases.insert_knowledge_base(
                 conn, principal, name=name, description=description, visibility=visibility,
                 provider=embedder.name, model=embedder.model, dim=embedder.dimension,
-                chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, chunk_strategy=chunk_strategy,
-                access=access, source=source.as_json() if source else None,
+                chunk_tokens=settled.chunk_tokens, chunk_overlap=settled.chunk_overlap,
+                chunk_strategy=settled.strategy, child_tokens=settled.child_tokens, access=access, source=source.as_json() if source else None,
                 default_rerank=(search or {}).get("default_rerank", False))
             audit.write(conn, principal, "create_knowledge_base", "knowledge_base", kb_id,
                         after={"name": name, "visibility": visibility, "embeddingModel": embedder.model,

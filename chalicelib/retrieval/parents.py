@@ -1,13 +1,14 @@
 """Small-to-big passages: the index holds chunks that fit the embedding model's window (the
 children, ingestion/context.py); a search ranks them and answers with their parent, the child
-and its neighbours of the same section up to the knowledge base's chunkTokens, one passage per
-parent. A knowledge base whose chunkTokens fits the window has parents of one child: its
-passages are its chunks, as before.
+and its neighbours of the same section up to the knowledge base's chunkTokens (a hierarchical
+one's parentTokens), one passage per parent. A knowledge base whose chunkTokens fits the window
+has parents of one child: its passages are its chunks, as before.
 
 The parent is grown around the child, the next chunk first then the one before, while the
 section lasts, the tokens stay within chunkTokens and no chunk of a passage already answered is
 met; a later hit whose child lies inside a passage already answered is left out. Neighbours are read in one statement, from the child's
 own document and version, so the caller reads nothing more than the child's document allows."""
+from chalicelib.embeddings.tokens import count_tokens
 from chalicelib.ingestion.context import fitting_tokens
 from chalicelib.storage import chunks
 from chalicelib.storage.chunks import Hit
@@ -69,7 +70,9 @@ def _grown(hit: Hit, near: dict[int, dict], budget: int, taken) -> Hit:
     text = near[first]["content"] if first != hit.chunk_index else hit.content
     for index in range(first + 1, last + 1):
         text = _joined(text, hit.content if index == hit.chunk_index else near[index]["content"])
-    return hit._replace(content=text, tokens=tokens, span=(first, last))
+    # What is answered is counted (a token budget, maxTokens, spends it): the chunks' counts summed
+    # would count their shared overlap twice.
+    return hit._replace(content=text, tokens=count_tokens(text), span=(first, last))
 
 
 def _joined(left: str, right: str) -> str:

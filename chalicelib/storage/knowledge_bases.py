@@ -14,7 +14,7 @@ from chalicelib.storage.scope import READABLE_DOCUMENT, VISIBLE_ENTRY, VISIBLE_K
 
 KB_COLUMNS = """kb.id, kb.org_id, kb.owner_id, kb.name, kb.description, kb.visibility,
     kb.embedding_provider, kb.embedding_model, kb.embedding_dim, kb.chunk_tokens,
-    kb.chunk_overlap, kb.chunk_strategy, kb.read_roles, kb.read_users, kb.write_roles, kb.write_users,
+    kb.chunk_overlap, kb.chunk_strategy, kb.child_tokens, kb.read_roles, kb.read_users, kb.write_roles, kb.write_users,
     kb.source, kb.default_rerank, kb.created_at, kb.updated_at"""
 # The access lists (migration 0018), as the API names them: column → field.
 ACCESS_COLUMNS = {"read_roles": "readRoles", "read_users": "readUsers",
@@ -34,7 +34,7 @@ KB_STATS = f"""(SELECT json_build_object(
 def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, description: str,
                           visibility: str, provider: str, model: str, dim: int,
                           chunk_tokens: int, chunk_overlap: int, chunk_strategy: str = "fixed",
-                          access: Optional[dict] = None, source: Optional[dict] = None,
+                          child_tokens: Optional[int] = None, access: Optional[dict] = None, source: Optional[dict] = None,
                           default_rerank: bool = False) -> str:
     """access: ACCESS_COLUMNS' columns → a list of names or None (None: no lists); source:
     the stored form of a chalicelib.sources.SourceConfig, or None."""
@@ -43,10 +43,10 @@ def insert_knowledge_base(conn: psycopg.Connection, principal, *, name: str, des
     conn.execute(
         "INSERT INTO knowledge_bases (id, org_id, owner_id, name, description, visibility,"
         " embedding_provider, embedding_model, embedding_dim, chunk_tokens, chunk_overlap, chunk_strategy,"
-        " read_roles, read_users, write_roles, write_users, source, default_rerank)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " child_tokens, read_roles, read_users, write_roles, write_users, source, default_rerank)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (kb_id, principal.org_id, principal.user_id, name, description, visibility,
-         provider, model, dim, chunk_tokens, chunk_overlap, chunk_strategy, *(access.get(c) for c in ACCESS_COLUMNS),
+         provider, model, dim, chunk_tokens, chunk_overlap, chunk_strategy, child_tokens, *(access.get(c) for c in ACCESS_COLUMNS),
          Jsonb(source) if source else None, default_rerank),
     )
     return kb_id
@@ -167,10 +167,12 @@ def all_ids(conn: psycopg.Connection) -> list[str]:
     return [r["id"] for r in conn.execute("SELECT id FROM knowledge_bases ORDER BY id").fetchall()]
 
 
-def set_chunking(conn: psycopg.Connection, kb_id: str, chunk_tokens: int, chunk_overlap: int, strategy: str) -> None:
+def set_chunking(conn: psycopg.Connection, kb_id: str, chunk_tokens: int, chunk_overlap: int, strategy: str,
+                 child_tokens: Optional[int] = None) -> None:
     """A rebuild's new chunking (access.kb_to_manage said who may)."""
     conn.execute("UPDATE knowledge_bases SET chunk_tokens = %s, chunk_overlap = %s, chunk_strategy = %s,"
-                 " updated_at = now() WHERE id = %s", (chunk_tokens, chunk_overlap, strategy, kb_id))
+                 " child_tokens = %s, updated_at = now() WHERE id = %s",
+                 (chunk_tokens, chunk_overlap, strategy, child_tokens, kb_id))
 
 
 def document_count(conn: psycopg.Connection, kb_id: str) -> int:

@@ -56,6 +56,8 @@ def _kb_changes(spec: KnowledgeBaseSpec, kb: dict) -> tuple[dict, list[str]]:
     for field, wanted, have in (("embedding_provider", spec.provider, embedding.get("provider")),
                                 ("embedding_model", spec.model, embedding.get("model")),
                                 ("chunking.max_chunk_size", spec.chunk_tokens, chunking.get("chunkTokens")),
+                                ("chunking.parent_tokens", spec.parent_tokens, chunking.get("parentTokens")),
+                                ("chunking.child_tokens", spec.child_tokens, chunking.get("childTokens")),
                                 ("chunking.overlap", spec.chunk_overlap, chunking.get("chunkOverlap")),
                                 ("chunking.strategy", spec.strategy, chunking.get("strategy", "fixed"))):
         if wanted is not None and wanted != have:
@@ -75,6 +77,7 @@ def _apply_knowledge_base(client: Client, spec: KnowledgeBaseSpec, existing: dic
             body["search"] = {"rerank": spec.rerank}
         embedding = {k: v for k, v in (("provider", spec.provider), ("model", spec.model)) if v}
         chunking = {k: v for k, v in (("chunkTokens", spec.chunk_tokens), ("chunkOverlap", spec.chunk_overlap),
+                                      ("parentTokens", spec.parent_tokens), ("childTokens", spec.child_tokens),
                                       ("strategy", spec.strategy)) if v is not None}
         body.update({k: v for k, v in (("embedding", embedding), ("chunking", chunking)) if v})
         existing[spec.name] = created = client.post("/knowledge-bases", body)

@@ -20,6 +20,13 @@ class Visibility(str, Enum):
 class ChunkingStrategy(str, Enum):
     fixed = "fixed"
     semantic = "semantic"
+    hierarchical = "hierarchical"
+
+
+ParentTokens = Annotated[Optional[int], typer.Option(
+    help="hierarchical: the most tokens of a passage answered around the chunk that matched.")]
+ChildTokens = Annotated[Optional[int], typer.Option(
+    help="hierarchical: tokens per chunk indexed (at most what the embedding model reads: 214 for the local one).")]
 
 
 KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…) or name.", show_default=False)]
@@ -27,6 +34,13 @@ KbId = Annotated[str, typer.Argument(help="The knowledge base's id (kb_…) or n
 
 def kb_path(kb_id: str) -> str:
     return f"/knowledge-bases/{kb_id}"
+
+
+def chunking_sizes(chunking: dict) -> str:
+    if "parentTokens" in chunking:
+        return (f"passages of up to {chunking['parentTokens']} tokens around chunks of {chunking['childTokens']},"
+                f" overlap {chunking.get('chunkOverlap')}")
+    return f"{chunking.get('chunkTokens')} tokens, overlap {chunking.get('chunkOverlap')}"
 
 
 def render_kb(kb: dict) -> None:
@@ -37,8 +51,7 @@ def render_kb(kb: dict) -> None:
         ("id", kb["id"]), ("name", kb["name"]), ("description", kb.get("description")),
         ("visibility", kb.get("visibility")),
         ("embedding", f"{embedding.get('provider')} / {embedding.get('model')} ({embedding.get('dimension')} dims)"),
-        ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking.get('chunkTokens')} tokens,"
-                     f" overlap {chunking.get('chunkOverlap')}"),
+        ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking_sizes(chunking)}"),
         ("rerank", "by default" if (kb.get("search") or {}).get("rerank") else "when a search asks"),
         ("documents", f"{stats.get('documentCount', 0)} ("
                       + ", ".join(f"{k.lower()} {v}" for k, v in by_status.items()) + ")"),
@@ -66,12 +79,14 @@ def render_kbs(data: dict) -> None:
 def create(session: Session,
            name: Annotated[str, typer.Argument(help="Its name.", show_default=False)],
            description: Annotated[Optional[str], typer.Option(help="What it holds.")] = None,
-           chunk_tokens: Annotated[Optional[int], typer.Option(help="Tokens per chunk (fixed at creation;"
-                                                               " the service's default is 500).")] = None,
+           chunk_tokens: Annotated[Optional[int], typer.Option(help="Tokens per chunk of the fixed and semantic"
+                                                               " strategies.")] = None,
            chunk_overlap: Annotated[Optional[int], typer.Option(help="Tokens shared by neighbouring chunks.")] = None,
            chunking_strategy: Annotated[Optional[ChunkingStrategy], typer.Option(
-               help="fixed: as many sentences as fit (the default); semantic: a chunk also ends where"
-                    " the topic changes.")] = None,
+               help="fixed: as many sentences as fit; semantic: a chunk also ends where the topic changes;"
+                    " hierarchical: small chunks indexed, the passage around them answered (the default"
+                    " with the local model and Bedrock).")] = None,
+           parent_tokens: ParentTokens = None, child_tokens: ChildTokens = None,
            visibility: Annotated[Visibility, typer.Option(help="Who may see it.")] = Visibility.private,
            embedding_provider: Annotated[Optional[str], typer.Option(help="local, openai or bedrock.")] = None,
            embedding_model: Annotated[Optional[str], typer.Option(help="The provider's model.")] = None,
@@ -83,6 +98,7 @@ def create(session: Session,
     if description is not None:
         body["description"] = description
     chunking = {k: v for k, v in (("chunkTokens", chunk_tokens), ("chunkOverlap", chunk_overlap),
+                                  ("parentTokens", parent_tokens), ("childTokens", child_tokens),
                                   ("strategy", chunking_strategy and chunking_strategy.value)) if v is not None}
     if chunking:
         body["chunking"] = chunking
@@ -150,7 +166,7 @@ def delete(session: Session, kb_id: KbId, yes: YesOption = False):
 def render_rebuild(rebuild: dict) -> None:
     docs, chunking = rebuild["documents"], rebuild["chunking"]
     output.fields([("rebuild", rebuild["id"]), ("status", rebuild["status"]),
-                   ("chunking", f"{chunking['chunkTokens']} tokens, overlap {chunking['chunkOverlap']}"),
+                   ("chunking", f"{chunking.get('strategy', 'fixed')}, {chunking_sizes(chunking)}"),
                    ("documents", f"{docs['processed']} of {docs['total']} processed, {docs['failed']} failed"
                                  f" ({docs['started']} started)"),
                    ("error", (rebuild.get("error") or {}).get("message"))])
@@ -160,12 +176,17 @@ def render_rebuild(rebuild: dict) -> None:
 def rebuild(session: Session, kb_id: KbId,
             chunk_tokens: Annotated[Optional[int], typer.Option(help="New tokens per chunk.")] = None,
             chunk_overlap: Annotated[Optional[int], typer.Option(help="New overlap.")] = None,
+            chunking_strategy: Annotated[Optional[ChunkingStrategy], typer.Option(
+                help="A new strategy (sizes left out: its defaults).")] = None,
+            parent_tokens: ParentTokens = None, child_tokens: ChildTokens = None,
             wait: Annotated[bool, typer.Option("--wait", help="Wait until every document is rebuilt.")] = False,
             timeout: Annotated[float, typer.Option(help="Seconds --wait waits at most.")] = 600):
     """Chunk and embed every document again (optionally with new chunk sizes); search answers meanwhile."""
     import time
 
-    chunking = {k: v for k, v in (("chunkTokens", chunk_tokens), ("chunkOverlap", chunk_overlap)) if v is not None}
+    chunking = {k: v for k, v in (("chunkTokens", chunk_tokens), ("chunkOverlap", chunk_overlap),
+                                  ("parentTokens", parent_tokens), ("childTokens", child_tokens),
+                                  ("strategy", chunking_strategy and chunking_strategy.value)) if v is not None}
     client = session.client()
     data = client.post(f"{kb_path(kb_id)}/rebuild", {"chunking": chunking} if chunking else {})
     deadline = time.monotonic() + timeout

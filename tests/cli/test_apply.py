@@ -172,3 +172,29 @@ def test_a_knowledge_bases_rerank_default_is_applied_exported_and_changed(admin,
     assert "spec.search.rerank" in admin.error("apply", "-f", str(tmp_path / "bad.yaml"), code="INVALID_MANIFEST",
                                                expect=2)["message"]
     admin.run("kbs", "delete", kb["id"], "--yes")
+
+
+def test_hierarchical_chunking_is_applied_exported_and_checked(admin, tmp_path):
+    name = f"manuals-{secrets.token_hex(3)}"
+    text = KB_YAML.replace("research-docs", name).replace(
+        "    strategy: semantic\n    max_chunk_size: 1000\n    overlap: 200\n",
+        "    strategy: hierarchical\n    parent_tokens: 800\n    child_tokens: 150\n    overlap: 20\n")
+    (tmp_path / "kb.yaml").write_text(text)
+    assert [c["action"] for c in admin.json("apply", "-f", str(tmp_path / "kb.yaml"))] == ["created"]
+    kb = next(k for k in admin.json("kbs", "list")["items"] if k["name"] == name)
+    assert kb["chunking"] == {"strategy": "hierarchical", "parentTokens": 800, "childTokens": 150, "chunkOverlap": 20}
+    exported = [d for d in yaml.safe_load_all(admin.run("export").stdout) if d["metadata"]["id"] == name]
+    assert exported[0]["spec"]["chunking"] == {"strategy": "hierarchical", "parent_tokens": 800, "child_tokens": 150,
+                                               "overlap": 20}
+    assert [c["action"] for c in admin.json("apply", "-f", str(tmp_path / "kb.yaml"))] == ["unchanged"]
+    (tmp_path / "kb.yaml").write_text(text.replace("child_tokens: 150", "child_tokens: 100"))
+    done = admin.run("apply", "-f", str(tmp_path / "kb.yaml"), "--json", expect=1)
+    assert "child_tokens is 150 here, 100 in the file" in yaml.safe_load(done.stdout)[0]["detail"]
+    # what the model cannot read is the API's 400, naming the field
+    (tmp_path / "big.yaml").write_text(text.replace(name, name + "-big").replace("child_tokens: 150", "child_tokens: 400"))
+    refused = admin.run("apply", "-f", str(tmp_path / "big.yaml"), "--json", expect=None)
+    assert refused.returncode != 0 and "chunking.childTokens" in refused.stdout + refused.stderr
+    (tmp_path / "bad.yaml").write_text(text.replace("child_tokens: 150", "child_tokens: many"))
+    assert "spec.chunking.child_tokens" in admin.error("apply", "-f", str(tmp_path / "bad.yaml"),
+                                                       code="INVALID_MANIFEST", expect=2)["message"]
+    admin.run("kbs", "delete", kb["id"], "--yes")

@@ -42,10 +42,11 @@ def test_semantic_chunks_end_at_the_topic_change_and_fixed_ones_do_not(api, db):
     assert _ingested_chunks(api, db, "fixed") == [TEXT]
 
 
-def test_the_strategy_defaults_to_fixed_and_an_unknown_one_is_refused(api):
+def test_the_strategy_defaults_to_the_models_hierarchical_sizes_and_an_unknown_one_is_refused(api):
     answer = api.call("POST", "/knowledge-bases", {"name": "Default chunking"})
-    assert answer.status_code == 201 and answer.json()["data"]["chunking"]["strategy"] == "fixed"
+    assert answer.status_code == 201 and answer.json()["data"]["chunking"] == {
+        "strategy": "hierarchical", "parentTokens": 500, "childTokens": 214, "chunkOverlap": 50}
     for strategy in ("recursive", 7, ""):
         answer = api.call("POST", "/knowledge-bases", {"name": "x", "chunking": {"strategy": strategy}})
         assert answer.status_code == 400, answer.text
-        assert answer.json()["error"]["message"] == "chunking.strategy: must be one of fixed, semantic"
+        assert answer.json()["error"]["message"] == "chunking.strategy: must be one of fixed, semantic, hierarchical"

@@ -19,6 +19,7 @@ def test_a_chunk_fits_the_local_models_window_with_its_context_line():
     assert fitting_tokens(_kb()) == 254 - limits.CHUNK_CONTEXT_TOKENS
     assert fitting_tokens(_kb(chunk_tokens=120)) == 120  # what fits is kept as asked
     assert fitting_tokens(_kb("openai", 2000)) == 2000 and fitting_tokens(_kb("openai", 8000)) == 8191 // 2 - limits.CHUNK_CONTEXT_TOKENS
+    assert fitting_tokens({**_kb(chunk_tokens=1500), "child_tokens": 128}) == 128  # hierarchical: its children
 
 
 def test_the_context_line_names_the_document_and_its_trail_once_and_fits():
@@ -48,7 +49,7 @@ def test_a_parent_grows_around_its_child_within_the_budget_and_the_section(budge
     assert grown.span == expected
     if expected:
         assert grown.content.split(" says something. ")[0].startswith(f"Part {expected[0]}")
-        assert grown.tokens == 40 * (expected[1] - expected[0] + 1)
+        assert grown.tokens == count_tokens(grown.content)  # what is answered, not the children's sum
     assert parents._grown(_hit(2, "x", 40), near, 200, [(3, 3)]).span == (0, 2)  # not into an answered passage
 
 
