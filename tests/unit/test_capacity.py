@@ -49,8 +49,9 @@ def test_documents_an_hour_double_with_the_width_until_the_database_bounds_them(
 def test_a_fifty_megabyte_file_is_its_size_in_chunks():
     r = document_seconds(COSTS, Pipeline(width=8), megabytes=50)
     assert r["chunks"] == 50 * 1250 and r["batches"] == -(-50 * 1250 // 64)
-    assert r["overChunkLimit"]  # 62,500 chunks: past the limit a document
+    assert not r["overChunkLimit"]  # 62,500 chunks: within the limit a document
     assert r["extract"] == pytest.approx(25)
+    assert document_seconds(COSTS, Pipeline(width=8), megabytes=100)["overChunkLimit"]  # 125,000 chunks
 
 
 def test_cost_and_capacity_grow_with_the_searches():
