@@ -23,7 +23,7 @@ from common import DATA, SCIFACT, aws_client, local_env, percentile, save_result
 
 
 @contextlib.contextmanager
-def scratch_knowledge_base(prefix: str, chunking: Optional[dict] = None):
+def scratch_knowledge_base(prefix: str, chunking: Optional[dict] = None, embedding: Optional[dict] = None):
     """(API URL, headers, S3 client, knowledge base) of the demo tenant, with the service's default
     chunking unless `chunking` says; the knowledge base and its documents are deleted when the block ends."""
     import requests
@@ -31,7 +31,8 @@ def scratch_knowledge_base(prefix: str, chunking: Optional[dict] = None):
     env = local_env()
     api, headers = env["KB_API_URL"], {"Authorization": f"Bearer {env['KB_API_KEY']}"}
     kb = requests.post(f"{api}/knowledge-bases", json={"name": f"{prefix}-{secrets.token_hex(3)}",
-                                                         **({"chunking": chunking} if chunking else {})},
+                                                         **({"chunking": chunking} if chunking else {}),
+                                                         **({"embedding": embedding} if embedding else {})},
                        headers=headers, timeout=60).json()["data"]
     s3 = aws_client("s3")
     try:

@@ -164,6 +164,9 @@ def main() -> dict:
     parser.add_argument("--slice", action="store_true", help="the pages kept in tests/data/manuals/ only")
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--packages", nargs="*", help="only these packages")
+    parser.add_argument("--embedding", type=json.loads,
+                        help='the knowledge bases\' embedding as the API takes it (JSON), e.g. '
+                             '\'{"provider": "openai", "model": "text-embedding-3-small"}\' on a deployment that has it')
     parser.add_argument("--chunking", type=json.loads,
                         help='the knowledge bases\' chunking as the API takes it (JSON), e.g. '
                              '\'{"strategy": "hierarchical", "parentTokens": 500, "childTokens": 214}\';'
@@ -179,7 +182,7 @@ def main() -> dict:
         else:
             files = files_of(fetch(package), PACKAGES[package][1])
         files_count[package] = len(files)
-        with scratch_knowledge_base(f"manual-{package}", args.chunking) as (api, headers, s3, bucket, kb):
+        with scratch_knowledge_base(f"manual-{package}", args.chunking, args.embedding) as (api, headers, s3, bucket, kb):
             started = time.monotonic()
             statuses[package] = ingest(api, headers, s3, bucket, kb, files)
             print(f"{package}: {len(files)} files ingested in {time.monotonic() - started:.0f} s: {statuses[package]}",
@@ -187,7 +190,7 @@ def main() -> dict:
             for question in (q for q in questions if q["package"] == package):
                 for strategy in STRATEGIES:
                     rows.append(ask(api, headers, kb, question, strategy, args.top_k))
-    results = {"files": files_count, "statuses": statuses, "chunking": args.chunking or "default", "questions": len({r["id"] for r in rows}), "rows": rows,
+    results = {"files": files_count, "statuses": statuses, "chunking": args.chunking or "default", "embedding": args.embedding or "default", "questions": len({r["id"] for r in rows}), "rows": rows,
                "summary": summary(rows)}
     print(report(results))
     save_results("manuals", args.slice, results)
