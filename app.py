@@ -31,5 +31,5 @@ app.api.binary_types.append("multipart/form-data")
 edge.install(app)  # after the blueprints: it reads their routes
 app.register_blueprint(document_events)  # s3_trigger, pipeline_reconcile
 app.register_blueprint(pipeline_events)  # pipeline_extract ... pipeline_mark_failed
-app.register_blueprint(api_events)  # kb_search, knowledge_extract (the jobs)
+app.register_blueprint(api_events)  # kb_search, jobs
 app.register_blueprint(migration_events)  # migrate

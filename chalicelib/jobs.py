@@ -1,5 +1,5 @@
 """Work after the request answered: the API records the work, then invokes the jobs
-function (app.py's knowledge_extract, which EXTRACT_FUNCTION_NAME names) asynchronously
+function (the `jobs` function, which JOBS_FUNCTION_NAME names) asynchronously
 with a small event, and the function hands the event to the handler its shape names. Each
 domain registers its own handler here (knowledge/jobs.py: extractions, by jobId;
 knowledge_bases/rebuild.py: rebuilds, by rebuildId), so this module imports none of them."""
@@ -35,10 +35,10 @@ def run(event: dict) -> dict:
 
 def jobs_function() -> str:
     """The function that runs work after the request answered."""
-    function = os.environ.get("EXTRACT_FUNCTION_NAME")
+    function = os.environ.get("JOBS_FUNCTION_NAME")
     if not function:
-        raise Unavailable("work after the request is run by the knowledge_extract function, which this"
-                          " deployment does not name (EXTRACT_FUNCTION_NAME)", code="EXTRACTION_UNAVAILABLE")
+        raise Unavailable("work after the request is run by the jobs function, which this"
+                          " deployment does not name (JOBS_FUNCTION_NAME)", code="EXTRACTION_UNAVAILABLE")
     return function
 
 

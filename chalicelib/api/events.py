@@ -21,6 +21,6 @@ def kb_search(event, context):
 
 # The jobs function. Its name is older than its second job; a new name would replace the
 # function on the next stack update.
-@events.lambda_function(name="knowledge_extract")
-def knowledge_extract(event, context):
+@events.lambda_function(name="jobs")
+def jobs(event, context):
     return jobs.run(event)

@@ -30,7 +30,7 @@ EMULATOR_RESTARTED = "States.ServiceRestart"
 # signed a moment after the row is written, and a PUT begun at its very end still lands. One
 # that lands later is not lost: its object's S3 event makes the document PENDING again.
 REGISTRATION_GRACE_SECONDS = 30
-# The knowledge_extract function runs for at most 900 s; a job untouched for longer than
+# The jobs function runs for at most 900 s; a job untouched for longer than
 # that plus a margin has no function left working on it.
 EXTRACTION_JOB_STALLED_SECONDS = 1200
 

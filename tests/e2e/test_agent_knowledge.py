@@ -1,6 +1,6 @@
 """Issue 16 through the deployed stack over HTTP: entries de-duplicate, knowledge_search
 is an agent tool, and knowledge is extracted from conversations, a long one by the
-knowledge_extract function after a 202. The chat model is a local server that speaks
+jobs function after a 202. The chat model is a local server that speaks
 the OpenAI protocol, reached by the functions' real `openai` client (LLM_BASE_URL)."""
 import json
 import secrets
@@ -15,7 +15,7 @@ from tests.integration.openai_server import OpenAIChatServer
 sys.path.insert(0, str(ROOT / "infra"))
 from deploy import wait_until_updated  # noqa: E402
 
-LLM_FUNCTIONS = ("kb-service-api", "kb-service-knowledge-extract")
+LLM_FUNCTIONS = ("kb-service-api", "kb-service-jobs")
 ITEMS = {"items": [
     {"title": "Deploy day", "content": "Production deploys happen on Tuesdays after the change review.",
      "type": "procedure", "level": "organisation", "confidence": 0.95},

@@ -26,9 +26,9 @@ def test_the_app_registers_extractions_and_rebuilds():
 
 
 def test_without_the_function_named_work_after_the_request_is_unavailable(monkeypatch):
-    monkeypatch.delenv("EXTRACT_FUNCTION_NAME", raising=False)
+    monkeypatch.delenv("JOBS_FUNCTION_NAME", raising=False)
     with pytest.raises(Unavailable) as err:
         jobs.jobs_function()
     assert err.value.code == "EXTRACTION_UNAVAILABLE"
-    monkeypatch.setenv("EXTRACT_FUNCTION_NAME", "kb-service-knowledge-extract")
-    assert jobs.jobs_function() == "kb-service-knowledge-extract"
+    monkeypatch.setenv("JOBS_FUNCTION_NAME", "kb-service-jobs")
+    assert jobs.jobs_function() == "kb-service-jobs"
