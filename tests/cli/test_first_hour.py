@@ -123,3 +123,24 @@ def test_the_search_table_shows_path_and_section():
     header = next(line for line in printed.splitlines() if "score" in line)
     assert "path" in header and "section" in header
     assert "guides/pump/install.md" in printed and "Install > Debian" in printed
+
+
+def test_a_tool_invocation_table_shows_path_and_section():
+    from rich.console import Console
+
+    from kbcli import output
+    from kbcli.commands.tools import render_invocation
+
+    result = {"success": True, "knowledgeBaseName": "Pumps", "query": "install", "resultCount": 1,
+              "results": [{"rank": 1, "similarity": 0.8, "source": "install.md", "path": "guides/pump/install.md",
+                           "section": "Install > Debian", "page": None, "content": "apt-get install pump."}]}
+    saved = output.out
+    output.out = Console(record=True, width=200, highlight=False)
+    try:
+        render_invocation(result)
+        printed = output.out.export_text()
+    finally:
+        output.out = saved
+    header = next(line for line in printed.splitlines() if "score" in line)
+    assert "path" in header and "section" in header
+    assert "guides/pump/install.md" in printed and "Install > Debian" in printed
