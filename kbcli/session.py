@@ -63,6 +63,14 @@ def _common_parameters() -> list[inspect.Parameter]:
             inspect.Parameter("api_key", kw, annotation=ApiKeyOption, default=None)]
 
 
+def _help_text(doc: Optional[str]) -> Optional[str]:
+    """A docstring's paragraphs each on one line: typer keeps the line breaks of the paragraphs after the
+    first, so a docstring wrapped for the source would print ragged in a narrower terminal."""
+    if not doc:
+        return doc
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(doc).split("\n\n"))
+
+
 def command(app: typer.Typer, name: Optional[str] = None, **settings) -> Callable:
     """Registers `fn(session, ...)` as a command of `app`: typer sees fn's parameters
     after the session, plus the click context and --json, --api-url and --api-key."""
@@ -95,6 +103,7 @@ def command(app: typer.Typer, name: Optional[str] = None, **settings) -> Callabl
             finally:
                 session.close()
 
+        run.__doc__ = _help_text(fn.__doc__)
         run.__signature__ = signature.replace(parameters=own + _common_parameters())
         run.__annotations__ = {p.name: p.annotation for p in own + _common_parameters()}
         return app.command(name, **settings)(run)

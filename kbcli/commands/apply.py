@@ -28,16 +28,31 @@ class Change:
         return {"kind": self.kind, "name": self.name, "action": self.action, "detail": self.detail}
 
 
-def own_knowledge_bases(client: Client) -> dict[str, dict]:
+def knowledge_bases_by_name(client: Client) -> tuple[dict[str, dict], dict[str, list[str]]]:
     """The caller's organisation's knowledge bases it sees, by name (another organisation's
-    public ones carry no organizationId and are not the caller's to define)."""
+    public ones carry no organizationId and are not the caller's to define), and the names
+    several of them share, with their ids."""
     by_name: dict[str, dict] = {}
+    shared: dict[str, list[str]] = {}
     for kb in client.every("/knowledge-bases", {"limit": 100}):
         if kb.get("organizationId"):
             if kb["name"] in by_name:
-                raise CliError("AMBIGUOUS_NAME", f"two knowledge bases are named {kb['name']} ({by_name[kb['name']]['id']},"
-                                                 f" {kb['id']}); rename one before applying definitions by name")
+                shared.setdefault(kb["name"], [by_name[kb["name"]]["id"]]).append(kb["id"])
             by_name[kb["name"]] = kb
+    return by_name, shared
+
+
+def _ambiguous(name: str, ids: list[str]) -> str:
+    return (f"AMBIGUOUS_NAME: {len(ids)} knowledge bases are named {name} ({', '.join(ids)});"
+            " rename one before applying definitions by name")
+
+
+def own_knowledge_bases(client: Client) -> dict[str, dict]:
+    """As knowledge_bases_by_name, refusing a name several share (an export names each one)."""
+    by_name, shared = knowledge_bases_by_name(client)
+    for name, ids in shared.items():
+        code, message = _ambiguous(name, ids).split(": ", 1)
+        raise CliError(code, message)
     return by_name
 
 
@@ -152,8 +167,11 @@ def apply(client: Client, specs: list, *, prune: bool = False) -> list[Change]:
     """Knowledge bases first (agents' tools name them), then agents. A failure of one
     definition is reported and the rest go on."""
     changes: list[Change] = []
-    kbs = own_knowledge_bases(client)
+    kbs, shared = knowledge_bases_by_name(client)  # a shared name fails only the definitions that use it
     for spec in (s for s in specs if isinstance(s, KnowledgeBaseSpec)):
+        if spec.name in shared:
+            changes.append(Change("knowledgebase", spec.name, "failed", _ambiguous(spec.name, shared[spec.name])))
+            continue
         try:
             changes.append(_apply_knowledge_base(client, spec, kbs))
         except CliError as error:
@@ -162,6 +180,10 @@ def apply(client: Client, specs: list, *, prune: bool = False) -> list[Change]:
     if agent_specs:
         agents = {a["name"]: a for a in client.get("/agents")["items"]}
         for spec in agent_specs:
+            named = sorted({t.knowledge_base for t in spec.knowledge} & set(shared))
+            if named:
+                changes.append(Change("agent", spec.name, "failed", _ambiguous(named[0], shared[named[0]])))
+                continue
             try:
                 changes += _apply_agent(client, spec, kbs, agents, prune)
             except CliError as error:

@@ -25,6 +25,17 @@ def _preview(text: str, full: bool) -> str:
     return text if full or len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS].rstrip() + " …"
 
 
+def passage_where(hit: dict) -> str:
+    """A passage's path (an entry has none: its title), its page, and the other documents that hold
+    the same text or nearly."""
+    where = hit.get("path") or hit.get("source") or "-"
+    if hit.get("page") is not None:
+        where += f" p.{hit['page']}"
+    if hit.get("alsoIn"):
+        where += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
+    return where
+
+
 def render_results(data: dict, full: bool, several: bool) -> None:
     """score: what the list is ordered by (hybrid: the fused score, 1.0 first by meaning and by
     words); cosine: the similarity in meaning to the query, which --min-score applies to."""
@@ -32,13 +43,8 @@ def render_results(data: dict, full: bool, several: bool) -> None:
                "passage"]
     rows = []
     for hit in data.get("results") or []:
-        where = hit.get("path") or hit.get("source") or "-"  # an entry has no path: its title
-        if hit.get("page") is not None:
-            where += f" p.{hit['page']}"
-        if hit.get("alsoIn"):  # the same text, or nearly, in other documents
-            where += " (also in " + ", ".join(a.get("path") or a.get("source") or "-" for a in hit["alsoIn"]) + ")"
-        rows.append((hit.get("rank"), hit.get("similarity"), (hit.get("scores") or {}).get("vectorScore"), where,
-                     hit.get("section"),
+        rows.append((hit.get("rank"), hit.get("similarity"), (hit.get("scores") or {}).get("vectorScore"),
+                     passage_where(hit), hit.get("section"),
                      *([hit.get("knowledgeBaseId")] if several else []),
                      _preview(hit.get("content", hit.get("summary")), full)))
     output.table(columns, rows, empty="no passages matched")

@@ -9,6 +9,7 @@ import typer
 from kbcli import output
 from kbcli.client import CliError, Client
 from kbcli.commands.agents import render_tools
+from kbcli.commands.search import passage_where
 from kbcli.output import Styled
 from kbcli.session import Session, YesOption, command, delete_confirmed, new_group
 
@@ -152,8 +153,8 @@ def list_(session: Session, agent: AgentOption,
 def render_invocation(result: dict) -> None:
     output.note(f"{output.cell(result.get('knowledgeBaseName'))}, {output.cell(json.dumps(result.get('query')))}:"
                 f" {output.cell(result.get('resultCount'))} results")
-    output.table(["#", "score", "cosine", "source", "passage"], (
-        (hit.get("rank"), hit.get("similarity"), hit.get("vectorScore"), hit.get("source"),
+    output.table(["#", "score", "cosine", "path", "section", "passage"], (
+        (hit.get("rank"), hit.get("similarity"), hit.get("vectorScore"), passage_where(hit), hit.get("section"),
          " ".join((hit.get("content") or "").split()))
         for hit in result.get("results") or []), empty="no passages")
 

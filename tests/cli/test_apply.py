@@ -198,3 +198,23 @@ def test_hierarchical_chunking_is_applied_exported_and_checked(admin, tmp_path):
     assert "spec.chunking.child_tokens" in admin.error("apply", "-f", str(tmp_path / "bad.yaml"),
                                                        code="INVALID_MANIFEST", expect=2)["message"]
     admin.run("kbs", "delete", kb["id"], "--yes")
+
+
+def test_a_name_two_knowledge_bases_share_fails_only_the_definitions_using_it(local_env, tmp_path):
+    """Two knowledge bases of one name (the README's curl example pasted twice) do not stop
+    `kb apply` of files that never name them."""
+    key = new_key(local_env, f"cli-apply-twins-{secrets.token_hex(4)}", "ada")
+    cli = Cli(env=clean_env(KB_API_URL=local_env["KB_API_URL"], KB_API_KEY=key), cwd=tmp_path)
+    twins = [cli.json("kbs", "create", "Product docs")["id"] for _ in range(2)]
+    solo = tmp_path / "solo.yaml"
+    solo.write_text("apiVersion: knowledge/v1\nkind: KnowledgeBase\nmetadata: {id: Handbook}\nspec: {}\n---\n"
+                    "apiVersion: knowledge/v1\nkind: Agent\nmetadata: {id: Helper}\n"
+                    "spec: {knowledge: [{knowledge_base: Handbook}]}\n")
+    assert {(c["kind"], c["action"]) for c in cli.json("apply", "-f", str(solo))} == {
+        ("knowledgebase", "created"), ("agent", "created"), ("tool", "created")}
+    named = tmp_path / "named.yaml"
+    named.write_text("apiVersion: knowledge/v1\nkind: Agent\nmetadata: {id: Docs bot}\n"
+                     "spec: {knowledge: [{knowledge_base: Product docs}]}\n")
+    (failed,) = cli.json("apply", "-f", str(named), expect=1)
+    assert failed["action"] == "failed" and "AMBIGUOUS_NAME" in failed["detail"]
+    assert all(kb in failed["detail"] for kb in twins), failed

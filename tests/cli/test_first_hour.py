@@ -123,3 +123,39 @@ def test_the_search_table_shows_path_and_section():
     header = next(line for line in printed.splitlines() if "score" in line)
     assert "path" in header and "section" in header
     assert "guides/pump/install.md" in printed and "Install > Debian" in printed
+
+
+def test_a_tool_invocation_table_shows_path_and_section():
+    from rich.console import Console
+
+    from kbcli import output
+    from kbcli.commands.tools import render_invocation
+
+    result = {"success": True, "knowledgeBaseName": "Pumps", "query": "install", "resultCount": 1,
+              "results": [{"rank": 1, "similarity": 0.8, "source": "install.md", "path": "guides/pump/install.md",
+                           "section": "Install > Debian", "page": None, "content": "apt-get install pump."}]}
+    saved = output.out
+    output.out = Console(record=True, width=200, highlight=False)
+    try:
+        render_invocation(result)
+        printed = output.out.export_text()
+    finally:
+        output.out = saved
+    header = next(line for line in printed.splitlines() if "score" in line)
+    assert "path" in header and "section" in header
+    assert "guides/pump/install.md" in printed and "Install > Debian" in printed
+
+
+# --- --help ---------------------------------------------------------------------------------------
+def test_help_paragraphs_wrap_to_the_terminal():
+    """A docstring wrapped for the source must not print ragged in an 80-column terminal."""
+    from typer.testing import CliRunner
+
+    from kbcli.main import app
+
+    shown = CliRunner().invoke(app, ["docs", "upload", "--help"], prog_name="kb", env={"COLUMNS": "80"},
+                               terminal_width=80).output
+    lines = [line.strip() for line in shown.splitlines()]
+    assert not [line for line in lines if line.endswith("does); a file")], shown
+    words = " ".join(lines)
+    assert "as `aws s3 sync` does); a file named, or matched by a glob" in words
