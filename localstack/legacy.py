@@ -135,6 +135,10 @@ def recreate_partial_stack(session, bucket: str, stack: str = "kb-service") -> b
         if status == "DELETE_COMPLETE":
             break
         time.sleep(1)
+    try:  # an emulator may keep a stack's bucket past its deletion: the create would find it there
+        s3.delete_bucket(Bucket=bucket)
+    except ClientError:
+        pass
     return True
 
 

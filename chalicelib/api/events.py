@@ -19,8 +19,7 @@ def kb_search(event, context):
     return handle_kb_search(event)
 
 
-# The jobs function. Its name is older than its second job; a new name would replace the
-# function on the next stack update.
+# Work after the request answered: knowledge extraction and rebuilds (chalicelib/jobs.py).
 @events.lambda_function(name="jobs")
-def jobs(event, context):
+def run_jobs(event, context):
     return jobs.run(event)
