@@ -36,7 +36,7 @@ NAMES = ("index.html", "README.md", "install.html", "usage.md", "changes.txt", "
 INSERT = """
 INSERT INTO documents (id, kb_id, s3_key, filename, content_type, size_bytes, content_hash, status,
                        error_code, error_message, page_count, chunk_count, token_count,
-                       created_at, updated_at, processed_at, indexed_hash, kind)
+                       created_at, updated_at, processed_at, indexed_hash, kind, execution_arn)
 SELECT 'doc_' || substr(md5(%(kb_id)s || i), 1, 16), %(kb_id)s, 'kb/' || %(kb_id)s || '/' || path, name,
        CASE ext WHEN 'html' THEN 'text/html' WHEN 'md' THEN 'text/markdown' WHEN 'pdf' THEN 'application/pdf'
                 WHEN 'docx' THEN 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'
@@ -48,7 +48,10 @@ SELECT 'doc_' || substr(md5(%(kb_id)s || i), 1, 16), %(kb_id)s, 'kb/' || %(kb_id
        CASE WHEN status = 'PROCESSED' THEN 1 + h %% 60 ELSE 0 END,
        CASE WHEN status = 'PROCESSED' THEN 200 + h %% 20000 ELSE 0 END,
        updated - interval '1 day', updated, CASE WHEN status = 'PROCESSED' THEN updated END,
-       CASE WHEN status = 'PROCESSED' THEN encode(sha256(convert_to(path, 'UTF8')), 'hex') END, 'file'
+       CASE WHEN status = 'PROCESSED' THEN encode(sha256(convert_to(path, 'UTF8')), 'hex') END, 'file',
+       -- a PENDING row is a run's, not a registration waiting for its bytes: the stack's minute sweep
+       -- would expire those (and move them in the walk by updatedAt); no sweep looks at a run-less one
+       CASE WHEN status = 'PENDING' THEN 'bench-run-' || i END
 FROM (SELECT i, h, name, split_part(name, '.', 2) AS ext,
              (%(tops)s::text[])[1 + (i / 10) %% 12] || '/part-' || lpad(((i / 120) %% 30)::text, 2, '0')
                  || '/topic-' || (i / 10) || '/' || name AS path,

@@ -560,12 +560,24 @@ def emulator_up() -> str:
 
 
 def emulator_down() -> bool:
-    return _stop_pid(STATE / "ministack.pid", group=True)
+    # The emulator saves each service's state when it stops (Step Functions' after the larger
+    # logs), and while runs are in flight it does not exit once it has: it is given until every
+    # service's file is written. Killed before that, it came back without its state machine.
+    saved = STATE / "ministack"
+    stopping = time.time()
+
+    def all_saved() -> bool:
+        files = list(saved.glob("*.json"))
+        return bool(files) and all(f.stat().st_mtime >= stopping - 1 for f in files)
+
+    return _stop_pid(STATE / "ministack.pid", group=True, timeout=90, done=all_saved)
 
 
 # --- helpers ------------------------------------------------------------------
 
-def _stop_pid(pid_file: Path, group: bool = False) -> bool:
+def _stop_pid(pid_file: Path, group: bool = False, timeout: float = 10, done=None) -> bool:
+    """SIGTERM, then SIGKILL once it has not exited within timeout or once done() says what it
+    had to do on its way out is done."""
     pid = _pid_alive(pid_file)
     if not pid:
         return False
@@ -576,16 +588,27 @@ def _stop_pid(pid_file: Path, group: bool = False) -> bool:
             os.kill(pid, signal.SIGTERM)
     except OSError:
         pass
-    for _ in range(100):
-        try:
-            os.kill(pid, 0)
-            time.sleep(0.1)
-        except OSError:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        if done is not None and done():
+            time.sleep(1)
             break
-    else:
-        os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    if _alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     pid_file.unlink(missing_ok=True)
     return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
 
 
 def _wait(ready, what: str, timeout: float = 30) -> None:
