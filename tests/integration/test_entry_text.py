@@ -16,8 +16,8 @@ ANSWER = "\n\n".join(PARAGRAPHS)
 @pytest.mark.parametrize("overlap", [0, 20])
 def test_the_whole_answer_is_rebuilt_from_its_chunks(tenant, overlap):
     principal, _ = tenant
-    kb = create_knowledge_base(principal, name=f"Research {overlap}", description="", chunk_tokens=60,
-                               chunk_overlap=overlap)
+    kb = create_knowledge_base(principal, name=f"Research {overlap}", description="", chunking={"strategy": "fixed", "chunkTokens": 60,
+                                                                                     "chunkOverlap": overlap})
     entry = entries.create_entry(principal, kb["id"], title="Churn after onboarding", content=ANSWER, metadata={})
     assert entry.chunks > 4  # many chunks, so the best one alone is a small part of the answer
     found = entries.search_entries(principal, "churn of cohort 3 after onboarding", 1)
@@ -29,7 +29,7 @@ def test_the_whole_answer_is_rebuilt_from_its_chunks(tenant, overlap):
 
 def test_an_answer_over_the_budget_is_cut_at_a_sentence_and_says_so(tenant):
     principal, _ = tenant
-    kb = create_knowledge_base(principal, name="Research", description="", chunk_tokens=60, chunk_overlap=10)
+    kb = create_knowledge_base(principal, name="Research", description="", chunking={"strategy": "fixed", "chunkTokens": 60, "chunkOverlap": 10})
     entries.create_entry(principal, kb["id"], title="Churn after onboarding", content=ANSWER, metadata={})
     found = entries.search_entries(principal, "churn of cohort 3 after onboarding", 1)
     (cut,) = whole_contents(principal, found, budget=100)
@@ -40,7 +40,7 @@ def test_an_answer_over_the_budget_is_cut_at_a_sentence_and_says_so(tenant):
 def test_an_entry_the_caller_cannot_read_keeps_the_passage(tenant):
     """No chunk rows come back for what the caller may not read: the passage stays as found."""
     principal, _ = tenant
-    kb = create_knowledge_base(principal, name="Research", description="", chunk_tokens=60, chunk_overlap=10)
+    kb = create_knowledge_base(principal, name="Research", description="", chunking={"strategy": "fixed", "chunkTokens": 60, "chunkOverlap": 10})
     entries.create_entry(principal, kb["id"], title="Churn after onboarding", content=ANSWER, metadata={})
     (found,) = entries.search_entries(principal, "churn of cohort 3 after onboarding", 1)
     with connection() as conn:

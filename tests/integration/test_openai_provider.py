@@ -84,7 +84,8 @@ def test_unknown_models_and_unindexable_dimensions_are_refused(server, tenant):
     with pytest.raises(Invalid, match="embedding.provider"):
         create_knowledge_base(principal, name="x", description="", provider="cohere")
     with pytest.raises(Invalid, match="chunking.chunkOverlap"):
-        create_knowledge_base(principal, name="x", description="", chunk_tokens=100, chunk_overlap=80)
+        create_knowledge_base(principal, name="x", description="",
+                              chunking={"strategy": "fixed", "chunkTokens": 100, "chunkOverlap": 80})
 
 
 def test_openai_without_a_key_is_refused_up_front(monkeypatch, tenant):
