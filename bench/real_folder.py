@@ -247,13 +247,19 @@ def run(n_files: int, bracket: bool = True) -> dict:
     load_before = os.getloadavg()[0]
     with scratch_knowledge_base("bench-folder") as (api, headers, s3, bucket, kb):
         chunking = kb["chunking"]
+        # The sizes the pipeline's Chunk step cuts to (the child's, held to the model's window).
+        row = {"child_tokens": chunking.get("childTokens"),
+               "chunk_tokens": chunking.get("chunkTokens") or chunking.get("parentTokens"),
+               "chunk_overlap": chunking["chunkOverlap"], "embedding_provider": kb["embedding"]["provider"]}
+        from chalicelib.ingestion.context import fitting_overlap, fitting_tokens
+        sizes = (fitting_tokens(row), fitting_overlap(row))
         # In-process before and after the deployed run, the rate their mean: on a machine shared
         # with other work the load changes within minutes. The knowledge base is deleted last.
-        local = [in_process(files, chunking["chunkTokens"], chunking["chunkOverlap"])]
+        local = [in_process(files, *sizes)]
         load_between = os.getloadavg()[0]
         remote = deployed(files, api, headers, s3, bucket, kb)
         if bracket:
-            local.append(in_process(files, chunking["chunkTokens"], chunking["chunkOverlap"]))
+            local.append(in_process(files, *sizes))
     left_behind(api, headers, kb["id"])
     local = {**local[0], "runs": local, **{key: statistics.mean(run[key] for run in local) for key in (
         "documentsPerMinute", "chunksPerMinute", "perDocumentP50", "perDocumentP95", "seconds")}}
