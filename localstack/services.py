@@ -589,26 +589,18 @@ def _stop_pid(pid_file: Path, group: bool = False, timeout: float = 10, done=Non
     except OSError:
         pass
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and _pid_exists(pid):
         if done is not None and done():
             time.sleep(1)
             break
         time.sleep(0.1)
-    if _alive(pid):
+    if _pid_exists(pid):
         try:
             os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
     pid_file.unlink(missing_ok=True)
     return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
 
 
 def _wait(ready, what: str, timeout: float = 30) -> None:
