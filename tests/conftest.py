@@ -18,6 +18,19 @@ def read_local_env() -> dict:
     return read_env_file(LOCAL_ENV)
 
 
+# Modules of a minute or more, started first: `make test` runs modules on two workers
+# (tests/run.py), which end together only when no long module is left for last.
+LONG_FIRST = ("tests/e2e/test_bench_harness.py", "tests/e2e/test_real_documents.py",
+              "tests/integration/test_filtered_vector_search.py", "tests/unit/test_package.py",
+              "tests/e2e/test_examples.py", "tests/integration/test_portable_postgres.py",
+              "tests/e2e/test_console.py", "tests/cli/test_commands.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {module: i for i, module in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))
+
+
 @pytest.fixture(scope="session")
 def local_env() -> dict:
     return read_local_env()

@@ -3,7 +3,7 @@ an LLM planner sees (its name, the seed's description, KnowledgeSearchArgs' quer
 max_results), called as the planner calls it, answering SearchResult's {title, url,
 content, score} with content the whole prior answer (truncated if needed), not the chunk
 that matched. The product scores by cosine similarity (0..1, none below 0.3), not ts_rank:
-kept (docs/seeds.md)."""
+kept (tests/conformance/REQUIREMENTS.md)."""
 import pytest
 
 pytestmark = pytest.mark.e2e

@@ -96,7 +96,7 @@ def read_env_file(path: Path) -> dict:
 
 
 def documentation() -> list[Path]:
-    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "seeds.md")]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 # Runs a bash block with the variables and functions the file's earlier blocks left, and saves

@@ -1,5 +1,6 @@
 """Integration tests: the service code in-process against the real PostgreSQL + pgvector
 and Redis of the local stack, in a database of their own."""
+import os
 import secrets
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,8 +38,10 @@ def migrated(database_url):
 
 @pytest.fixture
 def service_env(monkeypatch, migrated, database_url, local_env):
-    """Point the service at the test database and a Redis database of its own."""
-    redis_url = local_env["REDIS_URL"].rsplit("/", 1)[0] + "/15"
+    """Point the service at the test database and a Redis database of its own (one per
+    pytest-xdist worker: gw0 has 15, gw1 14, ...; tests here empty it)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    redis_url = local_env["REDIS_URL"].rsplit("/", 1)[0] + f"/{15 - worker}"
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("REDIS_URL", redis_url)
     db.reset()

@@ -1,6 +1,6 @@
 """What users read never names the makers' bookkeeping: requirement seeds, issue numbers,
 migration numbers, commit hashes or the dates of measurement runs. Checked in the README,
-docs/ (the requirements trace, docs/seeds.md, is for the makers), every `kb --help`, the
+docs/ (the requirements trace, tests/conformance/REQUIREMENTS.md, is for the makers), every `kb --help`, the
 console's files and the strings the API and the CLI can print (docstrings and comments aside)."""
 import ast
 import json
@@ -46,7 +46,7 @@ def _findings(text: str, where: str, allowed_dates: frozenset = frozenset()) -> 
 
 
 def _user_docs() -> list[Path]:
-    docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "seeds.md")
+    docs = sorted((ROOT / "docs").glob("*.md"))
     return [ROOT / "README.md", ROOT / "CHANGELOG.md", *docs]
 
 
