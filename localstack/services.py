@@ -559,18 +559,26 @@ def emulator_up() -> str:
     return emulator_url()
 
 
+# The emulator's services that hold the stack (its template's resources, the bucket's events and
+# the schedules): stopping waits for their state files even when none was written yet.
+STACK_SERVICES = ("apigateway_v1", "cloudformation", "eventbridge", "iam", "lambda", "s3", "sqs", "stepfunctions")
+
+
+def state_saved(directory: Path, since: float) -> bool:
+    """True once the emulator has written its state since `since`: every service's file it had, and
+    the stack's services' files, which a first stop (a fresh clone's) has no earlier copy of."""
+    files = {f.stem: f for f in directory.glob("*.json")}
+    return (all(name in files for name in STACK_SERVICES)
+            and all(f.stat().st_mtime >= since - 1 for f in files.values()))
+
+
 def emulator_down() -> bool:
-    # The emulator saves each service's state when it stops (Step Functions' after the larger
-    # logs), and while runs are in flight it does not exit once it has: it is given until every
-    # service's file is written. Killed before that, it came back without its state machine.
-    saved = STATE / "ministack"
+    # The emulator saves each service's state when it stops, one file after another, and while
+    # runs are in flight it does not exit once it has: it is given until the files are written.
+    # Killed before that, it came back without its state machine, queues and functions.
     stopping = time.time()
-
-    def all_saved() -> bool:
-        files = list(saved.glob("*.json"))
-        return bool(files) and all(f.stat().st_mtime >= stopping - 1 for f in files)
-
-    return _stop_pid(STATE / "ministack.pid", group=True, timeout=90, done=all_saved)
+    return _stop_pid(STATE / "ministack.pid", group=True, timeout=90,
+                     done=lambda: state_saved(STATE / "ministack", stopping))
 
 
 # --- helpers ------------------------------------------------------------------

@@ -40,3 +40,22 @@ def test_without_a_sign_of_saving_it_is_killed_at_the_timeout(tmp_path):
     process, pid_file, state = start(tmp_path, save_after=5)
     assert services._stop_pid(pid_file, group=True, timeout=1)
     assert process.wait(timeout=5) == -9 and not state.exists()
+
+
+def test_the_state_counts_as_saved_once_the_stacks_services_and_every_earlier_file_are_written(tmp_path):
+    """A fresh clone's first stop has no state files yet: the first file written is not the end."""
+    import os
+
+    since = time.time()
+    assert not services.state_saved(tmp_path, since)
+    (tmp_path / "acm.json").write_text("{}")
+    assert not services.state_saved(tmp_path, since)  # the first file of a first save
+    for name in services.STACK_SERVICES:
+        (tmp_path / f"{name}.json").write_text("{}")
+    assert services.state_saved(tmp_path, since)
+    old = tmp_path / "kinesis.json"  # a file of an earlier save, not written again yet
+    old.write_text("{}")
+    os.utime(old, (since - 3600, since - 3600))
+    assert not services.state_saved(tmp_path, since)
+    old.write_text("{}")
+    assert services.state_saved(tmp_path, since)
