@@ -35,7 +35,8 @@ OUTAGE_SECONDS = 120
 # was refused, could not be sent, or failed ingestion.
 ADDED, UPDATED, UNCHANGED, FAILED = "added", "updated", "unchanged", "failed"
 DELETED = "deleted"  # kb sync-folder: a document whose file is gone from the folder
-RESULTS = (ADDED, UPDATED, UNCHANGED, DELETED, FAILED)
+PROCESSING = "processing"  # sent, and still being ingested when --wait gave up: not a failure
+RESULTS = (ADDED, UPDATED, UNCHANGED, DELETED, PROCESSING, FAILED)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class FileResult:
     error: Optional[dict] = None  # {code, message}: refused, not uploaded, or failed ingestion
     result: Optional[str] = None  # the API's ADDED, UPDATED or UNCHANGED, once registered
     uploaded: bool = False  # registered, and the bytes sent when there were any to send
+    waited_out: bool = False  # --wait gave up on it while it was still PENDING or PROCESSING
 
     @property
     def sent(self) -> bool:
@@ -67,7 +69,7 @@ class FileResult:
 
     @property
     def done(self) -> bool:
-        return self.error is not None or self.status in TERMINAL
+        return self.error is not None or self.waited_out or self.status in TERMINAL
 
     @property
     def failed(self) -> bool:
@@ -75,8 +77,11 @@ class FileResult:
 
     @property
     def outcome(self) -> str:
-        """What the summary counts this file as: FAILED whenever it failed, else the API's result."""
-        return FAILED if self.failed or not self.uploaded else (self.result or ADDED)
+        """What the summary counts this file as: FAILED whenever it failed, PROCESSING when --wait
+        gave up on it, else the API's result."""
+        if self.failed or not self.uploaded:
+            return FAILED
+        return PROCESSING if self.waited_out else (self.result or ADDED)
 
     def as_dict(self) -> dict:
         doc = self.document or {}
@@ -349,5 +354,7 @@ class Plan:
         return [i for i in self.items if i.error is None]
 
     @property
-    def sent(self) -> list[FileResult]:
-        return [i for i in self.items if i.sent]
+    def in_flight(self) -> list[FileResult]:
+        """What --wait follows: each file sent, and each one the API found unchanged while a run
+        was still ingesting those bytes."""
+        return [i for i in self.items if i.sent or (i.uploaded and i.error is None and i.status not in TERMINAL)]

@@ -23,7 +23,7 @@ from chalicelib.ingestion.extract import HEAD_BYTES, refused_by_content, refused
 from chalicelib.ingestion.objects import SIDECAR_SUFFIX, document_key
 from chalicelib.paths import clean_path
 from chalicelib.storage import audit, connection, document_status, documents
-from chalicelib.storage.document_status import PROCESSED
+from chalicelib.storage.document_status import PROCESSED, PROCESSING
 
 # The Content-Type an object gets in S3 when the caller names none: a hint for whoever
 # downloads it. What the pipeline does with the bytes it decides from the bytes (extract.sniff_type).
@@ -189,10 +189,13 @@ def _media_type(path: str, content_type: Optional[str]) -> str:
 
 
 def _unchanged(current: Optional[dict], digest: Optional[str], metadata: dict) -> bool:
-    """The path holds these bytes, indexed, and the upload brings no other metadata."""
-    return (current is not None and digest is not None and current["kind"] == "file"
-            and current["status"] == PROCESSED and current["indexed_hash"] == digest
-            and (not metadata or metadata == current["metadata"]))
+    """The path holds these bytes, indexed or being indexed now (a run has read them), and the
+    upload brings no other metadata: sending them again would only start the same work over."""
+    if current is None or digest is None or current["kind"] != "file":
+        return False
+    same = ((current["status"] == PROCESSED and current["indexed_hash"] == digest)
+            or (current["status"] == PROCESSING and current["content_hash"] == digest))
+    return same and (not metadata or metadata == current["metadata"])
 
 
 def _check_head(path: str, data: str) -> None:

@@ -23,7 +23,7 @@ DocId = Annotated[str, typer.Argument(help="The document's id (doc_…) or its p
                                             " (guides/install/index.html).", show_default=False)]
 STATUS_STYLE = {"PROCESSED": "green", "FAILED": "red", "PENDING": "yellow", "PROCESSING": "cyan"}
 RESULT_STYLE = {upload.ADDED: "green", upload.UPDATED: "cyan", upload.UNCHANGED: "dim", upload.DELETED: "yellow",
-                upload.FAILED: "red"}
+                upload.PROCESSING: "yellow", upload.FAILED: "red"}
 # A document's or an entry's id as the API makes them (ids.new_id): anything else is a path.
 DOCUMENT_ID = re.compile(r"^(doc|entry)_[0-9a-f]{16}$")
 
@@ -98,6 +98,8 @@ def upload_lines(results: list[dict]) -> list[str]:
             lines.append(f"✗ Failed: {r['localPath']}: {error.get('code')}: {error.get('message')}")
         elif r["result"] == upload.DELETED:
             lines.append(f"✓ Deleted: {r['path']}")
+        elif r["result"] == upload.PROCESSING:
+            lines.append(f"… Still processing: {r['localPath']}")
         else:
             lines.append(f"✓ {'Unchanged' if r['result'] == upload.UNCHANGED else 'Uploaded'}: {r['localPath']}"
                          + (f" (stored as {r['path']})" if _renamed(r) else ""))
@@ -127,7 +129,9 @@ def render_upload(results: list[dict], waited: bool) -> None:
          if r["error"] else None)
         for r in results), title="Upload")
     output.note(summary(results))
-    if not waited and any(r["status"] in ("PENDING", "PROCESSING") for r in results):
+    if any(r["result"] == upload.PROCESSING for r in results):
+        output.note("[dim]The files still processing go on in the background; `kb docs list` shows them.[/]")
+    elif not waited and any(r["status"] in ("PENDING", "PROCESSING") for r in results):
         output.note("[dim]Ingestion goes on in the background; --wait follows it, `kb docs list` shows it.[/]")
 
 
@@ -167,7 +171,8 @@ def upload_(session: Session,
     broken link are left out with a warning. A path is stored with the characters S3 and
     shells handle badly as '_' (hot fix?.md as hot fix_.md): the results show it as stored.
     A path that holds the same bytes already is "unchanged" and not sent again.
-    Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion."""
+    Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion or was
+    still being ingested when the timeout came (it goes on: `kb docs list` follows it)."""
     attributes = json_option(metadata, "--metadata")
     skipped: list[upload.Skipped] = []
     plan = upload.Plan.of(upload.collect(paths, include or [], exclude or [], upload.clean_prefix(prefix),
@@ -177,7 +182,7 @@ def upload_(session: Session,
     client.get(f"/knowledge-bases/{kb}")  # an unknown knowledge base is one error, not one per file
     results = _send(session, client, kb, plan, attributes, concurrency, wait, timeout)
     session.emit(results, lambda r: render_upload(r, wait))
-    if any(item.failed for item in plan.items):
+    if any(item.failed or item.waited_out for item in plan.items):
         raise typer.Exit(1)
 
 
@@ -202,7 +207,7 @@ def _send(session: Session, client: Client, kb: str, plan: upload.Plan, attribut
 
         on_bytes(0)
         upload.upload_all(client, kb, sending, attributes, concurrency, on_bytes)
-        following = plan.sent  # only what was sent is ingested; an unchanged file is done already
+        following = plan.in_flight  # an unchanged file is done, or a run is ingesting it already
         if wait and following:
             ingested = progress.add_task("ingestion", total=len(following), detail="")
             tally = {"PROCESSED": 0, "FAILED": 0}
@@ -213,8 +218,7 @@ def _send(session: Session, client: Client, kb: str, plan: upload.Plan, attribut
                                                             f" {tally['FAILED']} failed")
 
             for item in upload.wait_all(client, kb, following, timeout, concurrency, on_done):
-                item.error = {"code": "WAIT_TIMEOUT",
-                              "message": f"still {item.status} after {timeout:g} s"}
+                item.waited_out = True
     return [item.as_dict() for item in plan.items]
 
 
@@ -257,7 +261,7 @@ def sync_folder(session: Session,
     # A file the API stored at another path than its name (`hot fix?.md` as `hot fix_.md`) is still there.
     stored = {item.document.get("path") for item in plan.items if item.document}
     gone = [d for d in gone if d["path"] not in stored]
-    failed = any(item.failed for item in plan.items)
+    failed = any(item.failed or item.waited_out for item in plan.items)
     for doc in gone if delete else []:
         try:
             client.delete(f"{docs_path(kb)}/{doc['id']}")

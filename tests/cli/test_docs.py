@@ -171,3 +171,20 @@ def test_sync_folder_mirrors_adds_changes_and_removals_and_leaves_filtered_paths
     done = cli.run("sync-folder", str(folder), "--kb", kb, "--prefix", "team", "--exclude", "*.tmp")
     assert done.stdout.endswith("2 unchanged\n") and "✓ Unchanged:" in done.stdout
     cli.run("kbs", "delete", kb, "--yes")
+
+
+def test_a_wait_that_times_out_counts_files_still_processing_not_failed(cli, tmp_path):
+    other = cli.json("kbs", "create", "CLI slow wait")["id"]
+    try:
+        (tmp_path / "long.md").write_text("# Tides\n\n" + "The tide turns twice a day at the harbour. " * 400)
+        done = cli.run("docs", "upload", str(tmp_path / "long.md"), "--kb", other, "--wait", "--timeout", "0.1",
+                       expect=1)
+        assert done.stdout.splitlines() == [f"… Still processing: {tmp_path / 'long.md'}"]
+        assert "1 processing" in done.stderr and "failed" not in done.stderr
+        # again, as after a --wait that timed out: followed until it is ingested, and sent again
+        # only if no run had read its bytes yet
+        result, = cli.json("docs", "upload", str(tmp_path / "long.md"), "--kb", other, "--wait", "--timeout", "240")
+        assert (result["status"], result["error"]) == ("PROCESSED", None) and result["chunks"] > 1, result
+        assert result["result"] in ("unchanged", "updated"), result
+    finally:
+        cli.run("kbs", "delete", other, "--yes", expect=None)

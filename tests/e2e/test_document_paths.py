@@ -133,3 +133,26 @@ def test_the_list_pages_filters_and_sorts(api):
     other = api.call("POST", "/knowledge-bases", {"name": "Other"}).json()["data"]
     answer = api.call("GET", f"/knowledge-bases/{other['id']}/documents", params={"nextToken": token})
     assert answer.status_code == 400 and "another knowledge base" in answer.json()["error"]["message"]
+
+
+def test_the_same_bytes_while_a_run_reads_them_are_unchanged_and_start_nothing(api, kb, db):
+    """A second `kb docs upload` of a folder still being ingested (a --wait that timed out) sends
+    nothing again for a file whose bytes a run is ingesting; other bytes are an update."""
+    text = "Valves are closed before the pump is drained."
+    _put(api, kb, "manuals/valve.txt", text)
+    done, _ = wait_for_status(api, kb["id"], "manuals/valve.txt")
+    assert done["status"] == "PROCESSED"
+    # as a run that has read the bytes leaves it: PROCESSING, its content_hash those bytes', not yet indexed
+    db.execute("UPDATE documents SET status = 'PROCESSING', indexed_hash = NULL WHERE id = %s", (done["id"],))
+    try:
+        same = api.call("POST", f"/knowledge-bases/{kb['id']}/documents",
+                        {"path": "manuals/valve.txt", "size": len(text),
+                         "sha256": hashlib.sha256(text.encode()).hexdigest()})
+        assert same.status_code == 200 and same.json()["data"]["result"] == "unchanged", same.text
+        assert same.json()["data"]["document"]["status"] == "PROCESSING"
+        other = api.call("POST", f"/knowledge-bases/{kb['id']}/documents",
+                         {"path": "manuals/valve.txt", "size": 9, "sha256": hashlib.sha256(b"new bytes").hexdigest()})
+        assert other.status_code == 201 and other.json()["data"]["result"] == "updated", other.text
+    finally:
+        db.execute("UPDATE documents SET status = 'PROCESSED', indexed_hash = content_hash WHERE id = %s",
+                   (done["id"],))
