@@ -2,8 +2,9 @@
 
 Most tests share the running stack and spend their time waiting on it (a pipeline run, a
 function's worker starting), so two pytest-xdist workers run them, a module at a time each.
-Tests marked `alone` stop, restart or redeploy part of the stack; they run afterwards, by
-themselves. KB_TEST_WORKERS=1 runs the first pass in one process."""
+Tests marked `serial` run afterwards, in one process: they stop, restart or redeploy part of
+the stack or change a function's settings, or (schemathesis' generated tests) do not run
+under pytest-xdist. KB_TEST_WORKERS=1 runs the first pass in one process too."""
 import os
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def passes(args: list[str], workers: int) -> list[list[str]]:
 
     pytest = [sys.executable, "-m", "pytest"]
     spread = ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
-    return [pytest + marks("not alone") + spread + rest, pytest + marks("alone") + rest]
+    return [pytest + marks("not serial") + spread + rest, pytest + marks("serial") + rest]
 
 
 def combined(codes: list[int]) -> int:

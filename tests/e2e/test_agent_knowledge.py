@@ -15,7 +15,7 @@ from tests.integration.openai_server import OpenAIChatServer
 sys.path.insert(0, str(ROOT / "infra"))
 from deploy import wait_until_updated  # noqa: E402
 
-pytestmark = pytest.mark.alone  # changes the API's and the jobs function's settings, which restarts their workers
+pytestmark = pytest.mark.serial  # changes the API's and the jobs function's settings, which restarts their workers
 LLM_FUNCTIONS = ("kb-service-api", "kb-service-jobs")
 ITEMS = {"items": [
     {"title": "Deploy day", "content": "Production deploys happen on Tuesdays after the change review.",

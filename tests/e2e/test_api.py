@@ -156,7 +156,7 @@ def test_multi_search_bare_query_and_search_validation(api, kb):
         assert answer.status_code == 400 and answer.json()["error"]["message"].startswith(field), body
 
 
-@pytest.mark.alone  # the stack's Redis is stopped meanwhile
+@pytest.mark.serial  # the stack's Redis is stopped meanwhile
 def test_searches_answer_while_redis_is_stopped(api, kb):
     import sys
 

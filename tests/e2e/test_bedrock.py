@@ -19,7 +19,7 @@ from tests.integration.bedrock_server import TitanEmbeddingServer
 sys.path.insert(0, str(ROOT / "infra"))
 from deploy import wait_until_updated  # noqa: E402
 
-pytestmark = pytest.mark.alone  # changes the embedding functions' settings, which restarts their workers
+pytestmark = pytest.mark.serial  # changes the embedding functions' settings, which restarts their workers
 # Found by handler: names follow the deploy.
 EMBEDDING_HANDLERS = ("chalicelib.ingestion.events.pipeline_chunk", "chalicelib.ingestion.events.pipeline_embed",
                       "app.app")

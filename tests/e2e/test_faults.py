@@ -17,7 +17,7 @@ from localstack import services
 from tests.conftest import ROOT
 from tests.e2e.conftest import find_document, list_documents, wait_for_status
 
-pytestmark = pytest.mark.alone  # stops and restarts the emulator and the database
+pytestmark = pytest.mark.serial  # stops and restarts the emulator and the database
 BUCKET = "kb-documents-local"
 RECONCILE = "kb-service-pipeline-reconcile"
 

@@ -20,7 +20,7 @@ from chalicelib import limits
 
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.alone]  # deploys the stack again, starts servers of its own
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # deploys the stack again, starts servers of its own
 
 
 @pytest.fixture(scope="module")

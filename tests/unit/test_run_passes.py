@@ -5,16 +5,16 @@ from tests.run import combined, passes, split_marks
 
 
 def test_a_marker_expression_of_the_caller_narrows_both_passes():
-    shared, alone = passes(["tests/e2e", "-m", "not e2e", "-x"], workers=2)
-    assert shared[1:] == ["-m", "pytest", "-m", "(not e2e) and not alone", "-n", "2", "--dist", "loadfile",
+    shared, last = passes(["tests/e2e", "-m", "not e2e", "-x"], workers=2)
+    assert shared[1:] == ["-m", "pytest", "-m", "(not e2e) and not serial", "-n", "2", "--dist", "loadfile",
                           "tests/e2e", "-x"]
-    assert alone[1:] == ["-m", "pytest", "-m", "(not e2e) and alone", "tests/e2e", "-x"]
-    assert shared[0] == alone[0] == sys.executable
+    assert last[1:] == ["-m", "pytest", "-m", "(not e2e) and serial", "tests/e2e", "-x"]
+    assert shared[0] == last[0] == sys.executable
 
 
 def test_one_worker_runs_the_first_pass_in_process_and_the_last_m_counts():
     shared, _ = passes(["-mfoo", "-m", "bar"], workers=1)
-    assert shared[3:] == ["-m", "(bar) and not alone"]
+    assert shared[3:] == ["-m", "(bar) and not serial"]
     assert split_marks(["--maxfail=2", "-k", "x"]) == (["--maxfail=2", "-k", "x"], None)
 
 
