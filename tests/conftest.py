@@ -29,6 +29,9 @@ LONG_FIRST = ("tests/e2e/test_bench_harness.py", "tests/e2e/test_real_documents.
 def pytest_collection_modifyitems(items):
     rank = {module: i for i, module in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))
+    for item in items:
+        if item.nodeid.startswith("tests/unit/"):  # no stack: tests/run.py runs them beside the serial tests
+            item.add_marker(pytest.mark.standalone)
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,38 @@
-"""`make test`: the suite in two passes, with pytest's arguments given to both.
+"""`make test`: the suite in two phases, with pytest's arguments given to every run.
 
 Most tests share the running stack and spend their time waiting on it (a pipeline run, a
-function's worker starting), so two pytest-xdist workers run them, a module at a time each.
-Tests marked `serial` run afterwards, in one process: they stop, restart or redeploy part of
-the stack or change a function's settings, or (schemathesis' generated tests) do not run
-under pytest-xdist. KB_TEST_WORKERS=1 runs the first pass in one process too."""
+function's worker starting), so two pytest-xdist workers run them, a module at a time each;
+schemathesis' generated tests (marked `one_process`: they check nothing under pytest-xdist)
+run beside them in a process of their own. Then the tests marked `serial`, which stop,
+restart or redeploy part of the stack or change a function's settings, run in one process,
+and beside them the unit tests (`standalone`: tests/unit, which need no stack).
+KB_TEST_WORKERS=1 runs the shared tests in one process too."""
 import os
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Optional
 
 NO_TESTS = 5  # pytest's exit status when it collected nothing
 
 
-def split_marks(args: list[str]) -> tuple[list[str], str | None]:
+@dataclass(frozen=True)
+class Run:
+    name: str
+    marks: str
+    workers: int = 1
+    beside: bool = False  # runs while its phase's first run does; its output is shown after it
+
+
+def phases(workers: int) -> list[list[Run]]:
+    return [[Run("shared", "not serial and not standalone and not one_process", workers),
+             Run("one process", "one_process and not serial and not standalone", beside=True)],
+            [Run("serial", "serial"),
+             Run("standalone", "standalone and not serial", beside=True)]]
+
+
+def split_marks(args: list[str]) -> tuple[list[str], Optional[str]]:
     """The arguments less any `-m EXPR`, and that expression (the last one, as pytest reads it)."""
     rest, expression, words = [], None, iter(args)
     for word in words:
@@ -25,31 +45,46 @@ def split_marks(args: list[str]) -> tuple[list[str], str | None]:
     return rest, expression
 
 
-def passes(args: list[str], workers: int) -> list[list[str]]:
+def command(run: Run, args: list[str]) -> list[str]:
     rest, expression = split_marks(args)
-
-    def marks(mine: str) -> list[str]:
-        return ["-m", f"({expression}) and {mine}" if expression else mine]
-
-    pytest = [sys.executable, "-m", "pytest"]
-    spread = ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
-    return [pytest + marks("not serial") + spread + rest, pytest + marks("serial") + rest]
+    marks = f"({expression}) and ({run.marks})" if expression else run.marks
+    spread = ["-n", str(run.workers), "--dist", "loadfile"] if run.workers > 1 else []
+    return [sys.executable, "-m", "pytest", "-m", marks, *spread, *rest]
 
 
 def combined(codes: list[int]) -> int:
-    """The first failure; NO_TESTS only when neither pass collected a test."""
+    """The first failure; NO_TESTS only when no run collected a test."""
     failures = [c for c in codes if c not in (0, NO_TESTS)]
     if failures:
         return failures[0]
     return NO_TESTS if all(c == NO_TESTS for c in codes) else 0
 
 
+def run_phase(runs: list[Run], args: list[str]) -> list[int]:
+    """The phase's first run with its output as it comes; the others at the same time, each
+    shown once it has ended."""
+    started = []
+    for run in runs:
+        print(f"+ [{run.name}] pytest", " ".join(command(run, args)[3:]), flush=True)
+        log = tempfile.TemporaryFile(mode="w+") if run.beside else None
+        started.append((run, log, subprocess.Popen(command(run, args), stdout=log, stderr=log)))
+    codes = []
+    for run, log, process in started:
+        codes.append(process.wait())
+        if log is not None:
+            log.seek(0)
+            print(f"\n+ [{run.name}] ended with status {codes[-1]}:", flush=True)
+            sys.stdout.write(log.read())
+            sys.stdout.flush()
+            log.close()
+    return codes
+
+
 def main(args: list[str]) -> int:
     workers = int(os.environ.get("KB_TEST_WORKERS", "2"))
     codes = []
-    for command in passes(args, workers):
-        print("+", " ".join(command[1:]), flush=True)
-        codes.append(subprocess.call(command))
+    for runs in phases(workers):
+        codes += run_phase(runs, args)
     return combined(codes)
 
 

@@ -14,8 +14,9 @@ from schemathesis.checks import (content_type_conformance, not_a_server_error,
 from tests.conftest import ROOT, read_local_env
 from tests.e2e.conftest import Api, new_key
 
-# Under pytest-xdist schemathesis runs each test as one item that checks no operation: the serial pass runs them.
-pytestmark = pytest.mark.serial
+# Under pytest-xdist schemathesis runs each test as one item that checks no operation: tests/run.py
+# runs these in a process of their own.
+pytestmark = pytest.mark.one_process
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.yaml")
 # Conformance from valid requests; the invalid ones are the hostile test's. With schemathesis'
 # default (both modes) the coverage phase sent 2,400 mostly negative cases, 774 to POST /search
