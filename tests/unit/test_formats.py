@@ -67,6 +67,18 @@ def test_markdown_setext_and_asciidoc_headings():
     assert [s.headers for s in adoc.sections] == [["Book"], ["Book", "Chapter"], ["Book", "Chapter", "Part"]]
 
 
+def test_markdown_comments_are_not_text_outside_code():
+    md = extract(b"<!-- generated: do not edit -->\n# Pumps\n\nPrime the pump <!-- TODO: torque -->first.\n\n"
+                 b"<!--\nreviewers: ann, bob\n# not a heading\n-->\nThen open the valve.\n\n"
+                 b"```html\n<!-- kept: it is code -->\n```\n", "a.md")
+    text = "\n".join(s.text for s in md.sections)
+    assert [s.headers for s in md.sections] == [["Pumps"]]
+    assert "Prime the pump first." in text and "Then open the valve." in text
+    for hidden in ("generated", "TODO", "reviewers", "not a heading"):
+        assert hidden not in text, hidden
+    assert "<!-- kept: it is code -->" in text
+
+
 _PYTHON = "\n\n".join(
     f'''def function_{i}(value):
     """Return value scaled by {i}, for the report."""

@@ -47,13 +47,40 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
+def _uncommented(line: str, inside: bool) -> tuple[str, bool]:
+    """The line less its HTML comments (`<!-- … -->`, which a reader of the rendered page never
+    sees), and whether a comment is still open at its end."""
+    kept = []
+    while line:
+        if inside:
+            end = line.find("-->")
+            if end < 0:
+                break
+            line, inside = line[end + 3:], False
+        else:
+            start = line.find("<!--")
+            if start < 0:
+                kept.append(line)
+                break
+            kept.append(line[:start])
+            line, inside = line[start + 4:], True
+    return "".join(kept), inside
+
+
 def read_markdown(data: bytes) -> Extracted:
     lines = decode_text(data).splitlines()
     out = SectionBuilder()
     fence = None
+    commented = False
     i = 0
     while i < len(lines):
         line = lines[i]
+        if not fence and (commented or "<!--" in line):
+            line, commented = _uncommented(line, commented)
+            if not line.strip():  # a comment's own line, not a paragraph break
+                i += 1
+                continue
+            lines[i] = line
         opened = _FENCE.match(line)
         if fence:
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
@@ -135,7 +162,8 @@ def _plain(data: bytes, content_type: str, _limits) -> Extracted:
 
 
 FORMATS = (
-    Format("Markdown", (MARKDOWN,), lambda data, _type, _limits: read_markdown(data), notes="headings as sections",
+    Format("Markdown", (MARKDOWN,), lambda data, _type, _limits: read_markdown(data),
+           notes="headings as sections; HTML comments left out",
            extensions=dict.fromkeys((".md", ".markdown", ".mdown", ".mkd"), MARKDOWN)),
     Format("reStructuredText", (RST,), lambda data, _type, _limits: read_rst(data), notes="headings as sections",
            extensions=dict.fromkeys((".rst", ".rest"), RST)),
