@@ -67,9 +67,16 @@ def test_a_search_is_complete_from_the_index_alone_when_its_neighbours_are_anoth
     with connection() as conn:
         rows = chunk_rows.semantic_search(conn, principal, kb_ids=[kb["id"]], dim=DIM, query_vector=probe,
                                           top_k=10, ef_search=40)
+    # the plan of the statement as it ran: with the settings semantic_search gives its transaction
+    # (without them the planner may sort the knowledge base's rows, as the service never lets it)
+    settings = [s for s in seen if s.startswith("SET LOCAL")]
+    with connection() as conn, conn.transaction():
+        for statement in settings:
+            conn.execute(statement)
         plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
             "EXPLAIN " + [s for s in seen if "ORDER BY" in s][0].replace("%(q)b", "%(q)s"),
             scope(principal, kb_ids=[kb["id"]], dim=DIM, q=chunk_rows.as_vector(probe), k=10)).fetchall())
+    assert "SET LOCAL enable_sort = off" in settings, settings
     assert len(rows) == 10 and {r.kb_id for r in rows} == {kb["id"]}
     distances = [1 - r.vector for r in rows]
     assert distances == sorted(distances)
