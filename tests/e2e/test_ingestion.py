@@ -203,6 +203,7 @@ def test_a_changed_upload_replaces_the_old_version_with_no_gap_or_mix(api, s3, k
     assert seen[0] == {"alpha"} and seen[-1] == {"beta"}, seen
 
 
+@pytest.mark.serial  # locks the stack's chunks table and cancels whatever waits on it
 def test_a_fault_in_store_is_retried_without_duplicate_chunks(api, s3, kb, db, local_env, aws):
     """Hold a lock that Store needs and cancel Store's statement while it waits, as its
     lock_timeout would (both are the same Transient in storage/db.py; waiting out the
@@ -236,6 +237,7 @@ def test_a_fault_in_store_is_retried_without_duplicate_chunks(api, s3, kb, db, l
     assert failed_tasks, "the first Store attempt should have failed and been retried"
 
 
+@pytest.mark.serial  # the sweep reads the stack's 500 oldest unfinished runs: a benchmark's rows would crowd it
 def test_a_run_that_ended_without_a_verdict_is_restarted_then_given_up(api, s3, kb, db, lambda_client):
     """An emulator or Lambda restart ends executions mid-run: the sweep starts the
     document again (it ends PROCESSED); after MAX_RUN_ATTEMPTS restarts it gives up."""
