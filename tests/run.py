@@ -4,8 +4,9 @@ Most tests share the running stack and spend their time waiting on it (a pipelin
 function's worker starting), so two pytest-xdist workers run them, a module at a time each;
 schemathesis' generated tests (marked `one_process`: they check nothing under pytest-xdist)
 run beside them in a process of their own. Then the tests marked `serial`, which stop,
-restart or redeploy part of the stack or change a function's settings, run in one process,
-and beside them the unit tests (`standalone`: tests/unit, which need no stack).
+restart or redeploy part of the stack, change a function's settings or lock what every test
+uses, run in one process, and beside them the unit tests (`standalone`: tests/unit, which
+need no stack).
 KB_TEST_WORKERS=1 runs the shared tests in one process too."""
 import os
 import subprocess

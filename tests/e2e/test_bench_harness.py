@@ -5,12 +5,17 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from chalicelib import limits
 from tests.conftest import ROOT
 
 RESULTS = ROOT / ".kb" / "bench-results"
 
 
+# The benchmarks point the deployed API at their own database while they time it (bench/api.py's
+# api_pointed_at): no other test may call the API meanwhile.
+@pytest.mark.serial
 def test_quick_benchmarks_print_their_figures_and_write_the_report():
     started = time.time()
     out = subprocess.run([sys.executable, "-u", str(ROOT / "bench" / "report.py"), "--quick"],
