@@ -100,6 +100,32 @@ def fresh_database() -> str:
 
 
 @contextmanager
+def scratch_database(prefix: str):
+    """A migrated database of its own for one run (`{prefix}_<hex>`), the service code pointed at it
+    with the pipeline's timeouts, dropped at the end; yields its URL."""
+    import secrets
+
+    import psycopg
+
+    from chalicelib.storage import db
+    from chalicelib.storage.migrate import migrate
+
+    admin = local_env()["DATABASE_URL"]
+    name = f"{prefix}_{secrets.token_hex(3)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = admin.replace("/kb?", f"/{name}?")
+    try:
+        migrate(url)
+        os.environ["DATABASE_URL"], os.environ["DATABASE_TIMEOUTS"] = url, "pipeline"
+        yield url
+    finally:
+        db.reset()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextmanager
 def as_the_functions(principal):
     """Searches as the deployed functions run them: logged in as kb_app, with row-level
     security limiting every statement to the caller's organisation (migration 0008)."""

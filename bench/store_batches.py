@@ -10,40 +10,25 @@ Measured on the local stack (two cores): N 5,000: 10 batches of 500, p50 1.88 s,
 (the graph growing from 0 to 5,000); the 5,000 old rows deleted in 0.2 s. N 3,000 at a load
 average of 38: p50 2.53 s, max 3.99 s. At a load average of 18, batches at 18,000-20,500
 rows took 10-20 s. Either way far inside the Store step's 300 s and the pipeline's 120 s statement timeout."""
-import os
-import secrets
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import local_env  # noqa: E402
+from bench.common import scratch_database  # noqa: E402
 from chalicelib import limits  # noqa: E402
 from chalicelib.ingestion.model import Chunk  # noqa: E402
-from chalicelib.storage import chunk_versions, connection, db, document_status, knowledge_bases  # noqa: E402
-from chalicelib.storage.migrate import migrate  # noqa: E402
+from chalicelib.storage import chunk_versions, connection, document_status, knowledge_bases  # noqa: E402
 
 WORDS = ["lighthouse", "keeper", "harbour", "storm", "lamp", "tide", "rock", "gull", "ship", "fog"]
 
 
 def main(n: int) -> None:
-    admin = local_env()["DATABASE_URL"]
-    name = f"kb_store_batches_{secrets.token_hex(3)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = admin.replace("/kb?", f"/{name}?")
-    try:
-        migrate(url)
-        os.environ["DATABASE_URL"], os.environ["DATABASE_TIMEOUTS"] = url, "pipeline"
+    with scratch_database("kb_store_batches"):
         _run(n)
-    finally:
-        db.reset()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _run(n: int) -> None:

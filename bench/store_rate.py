@@ -19,7 +19,6 @@ as JSON."""
 import argparse
 import json
 import os
-import secrets
 import statistics
 import sys
 import threading
@@ -27,15 +26,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import local_env  # noqa: E402
+from bench.common import scratch_database  # noqa: E402
 from chalicelib import limits  # noqa: E402
 from chalicelib.ingestion.model import Chunk  # noqa: E402
 from chalicelib.storage import chunk_versions, connection, db, document_status, knowledge_bases  # noqa: E402
-from chalicelib.storage.migrate import migrate  # noqa: E402
 
 WORDS = ["lighthouse", "keeper", "harbour", "storm", "lamp", "tide", "rock", "gull", "ship", "fog",
          "ledger", "cargo", "sail", "anchor", "mast", "reef", "beacon", "rope", "bell", "chart"]
@@ -150,19 +147,8 @@ def main() -> None:
     parser.add_argument("--writers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     parser.add_argument("--spread", action="store_true", help="each writer into a knowledge base of its own")
     args = parser.parse_args()
-    admin = local_env()["DATABASE_URL"]
-    name = f"kb_store_rate_{secrets.token_hex(3)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = admin.replace("/kb?", f"/{name}?")
-    try:
-        migrate(url)
-        os.environ["DATABASE_URL"], os.environ["DATABASE_TIMEOUTS"] = url, "pipeline"
+    with scratch_database("kb_store_rate"):
         results = run(args)
-    finally:
-        db.reset()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     print(json.dumps({"base": args.base, "spread": args.spread, "cases": results}))
 
 
