@@ -50,6 +50,21 @@ class Cli:
         return error
 
 
+def rendered(render, *args, **kwargs) -> str:
+    """What a `kb` renderer prints, as text: output.out swapped for a recording console meanwhile."""
+    from rich.console import Console
+
+    from kbcli import output
+
+    saved = output.out
+    output.out = Console(record=True, width=200, highlight=False)
+    try:
+        render(*args, **kwargs)
+        return output.out.export_text()
+    finally:
+        output.out = saved
+
+
 def clean_env(**values: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     env.update(COLUMNS="200", PYTHONPATH=str(ROOT), **values)

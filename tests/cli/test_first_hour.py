@@ -9,6 +9,7 @@ import pytest
 
 from kbcli.client import CliError
 from kbcli.upload import collect
+from tests.cli.conftest import rendered
 from tests.e2e.conftest import Api
 
 
@@ -105,42 +106,24 @@ def test_a_rewritten_path_is_shown_as_stored_and_sync_folder_keeps_it(cli, tmp_p
 
 # --- the search table ---------------------------------------------------------------------------
 def test_the_search_table_shows_path_and_section():
-    from rich.console import Console
-
-    from kbcli import output
     from kbcli.commands.search import render_results
 
     data = {"results": [{"rank": 1, "similarity": 0.8, "source": "install.md", "path": "guides/pump/install.md",
                          "section": "Install > Debian", "page": None, "content": "apt-get install pump."}],
             "resultCount": 1, "metadata": {"strategy": "hybrid", "totalTokensUsed": 5, "omittedCount": 0, "tookMs": 2}}
-    saved = output.out
-    output.out = Console(record=True, width=200, highlight=False)
-    try:
-        render_results(data, full=False, several=False)
-        printed = output.out.export_text()
-    finally:
-        output.out = saved
+    printed = rendered(render_results, data, full=False, several=False)
     header = next(line for line in printed.splitlines() if "score" in line)
     assert "path" in header and "section" in header
     assert "guides/pump/install.md" in printed and "Install > Debian" in printed
 
 
 def test_a_tool_invocation_table_shows_path_and_section():
-    from rich.console import Console
-
-    from kbcli import output
     from kbcli.commands.tools import render_invocation
 
     result = {"success": True, "knowledgeBaseName": "Pumps", "query": "install", "resultCount": 1,
               "results": [{"rank": 1, "similarity": 0.8, "source": "install.md", "path": "guides/pump/install.md",
                            "section": "Install > Debian", "page": None, "content": "apt-get install pump."}]}
-    saved = output.out
-    output.out = Console(record=True, width=200, highlight=False)
-    try:
-        render_invocation(result)
-        printed = output.out.export_text()
-    finally:
-        output.out = saved
+    printed = rendered(render_invocation, result)
     header = next(line for line in printed.splitlines() if "score" in line)
     assert "path" in header and "section" in header
     assert "guides/pump/install.md" in printed and "Install > Debian" in printed

@@ -1,6 +1,8 @@
 """kb search --batch FILE: a file of searches answered in one request."""
 import json
 
+from tests.cli.conftest import rendered
+
 
 def test_search_batch_from_json_lines_and_from_a_json_list(cli, kb, tmp_path):
     cli.json("entries", "add", "--kb", kb, "--title", "Batch lamp", "--content",
@@ -23,9 +25,6 @@ def test_search_batch_from_json_lines_and_from_a_json_list(cli, kb, tmp_path):
 
 def test_the_table_names_the_other_documents_of_a_repeated_passage():
     """kb search's table: a passage other documents repeat says where else it is."""
-    from rich.console import Console
-
-    from kbcli import output
     from kbcli.commands.search import render_results
 
     data = {"results": [
@@ -33,12 +32,6 @@ def test_the_table_names_the_other_documents_of_a_repeated_passage():
          "alsoIn": [{"path": "wiki/storage.html", "source": "storage.html"}, {"path": None, "source": "Backups"}]},
         {"rank": 2, "similarity": 0.5, "source": "canteen.txt", "content": "Lunch from noon.", "alsoIn": []}],
         "resultCount": 2, "metadata": {"strategy": "hybrid", "totalTokensUsed": 12, "omittedCount": 0, "tookMs": 3}}
-    saved = output.out
-    output.out = Console(record=True, width=200, highlight=False)
-    try:
-        render_results(data, full=False, several=False)
-        printed = output.out.export_text()
-    finally:
-        output.out = saved
+    printed = rendered(render_results, data, full=False, several=False)
     assert "storage.txt (also in wiki/storage.html, Backups)" in printed
     assert "canteen.txt" in printed and "canteen.txt (also in" not in printed
