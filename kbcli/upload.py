@@ -36,7 +36,8 @@ OUTAGE_SECONDS = 120
 ADDED, UPDATED, UNCHANGED, FAILED = "added", "updated", "unchanged", "failed"
 DELETED = "deleted"  # kb sync-folder: a document whose file is gone from the folder
 PROCESSING = "processing"  # sent, and still being ingested when --wait gave up: not a failure
-RESULTS = (ADDED, UPDATED, UNCHANGED, DELETED, PROCESSING, FAILED)
+SKIPPED = "skipped"  # found by a folder walk, of a type the service does not ingest: not a failure
+RESULTS = (ADDED, UPDATED, UNCHANGED, DELETED, PROCESSING, SKIPPED, FAILED)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class Source:
     """One local file and the path it gets in the knowledge base."""
     local: Path
     remote: str
+    # Found by walking a folder rather than named: a folder of documentation holds images and
+    # archives the service does not read, and those are skipped, not failures.
+    walked: bool = False
 
 
 @dataclass
@@ -62,7 +66,15 @@ class FileResult:
         return self.uploaded and self.result in (ADDED, UPDATED)
 
     @property
-    def status(self) -> str:
+    def skipped(self) -> bool:
+        """Walked to, and refused at registration as a type the service does not ingest."""
+        return (self.source.walked and not self.uploaded and self.error is not None
+                and self.error.get("code") == "UNSUPPORTED_TYPE")
+
+    @property
+    def status(self) -> Optional[str]:
+        if self.skipped:
+            return None  # no document was made
         if self.error is not None and (self.document is None or not self.uploaded):
             return "FAILED"
         return (self.document or {}).get("status") or "FAILED"
@@ -73,12 +85,15 @@ class FileResult:
 
     @property
     def failed(self) -> bool:
-        return self.status == "FAILED" or self.error is not None
+        return not self.skipped and (self.status == "FAILED" or self.error is not None)
 
     @property
     def outcome(self) -> str:
-        """What the summary counts this file as: FAILED whenever it failed, PROCESSING when --wait
-        gave up on it, else the API's result."""
+        """What the summary counts this file as: SKIPPED when a walk found a type the service
+        refuses, FAILED whenever it failed, PROCESSING when --wait gave up on it, else the API's
+        result."""
+        if self.skipped:
+            return SKIPPED
         if self.failed or not self.uploaded:
             return FAILED
         return PROCESSING if self.waited_out else (self.result or ADDED)
@@ -153,12 +168,12 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix
             raise CliError("IS_A_FOLDER", f"{folder} is a folder: add -r (--recursive) to upload the files"
                                           " in it", exit_code=2)
 
-    def consider(path: Path, relative: Path) -> None:
+    def consider(path: Path, relative: Path, walked: bool = False) -> None:
         if include and not _matches(include, path, relative):
             return
         if exclude and _matches(exclude, path, relative):
             return
-        source = Source(local=path, remote=remote_path(prefix, PurePosixPath(relative.as_posix())))
+        source = Source(local=path, remote=remote_path(prefix, PurePosixPath(relative.as_posix())), walked=walked)
         found.setdefault((path.resolve(), source.remote), source)
 
     def identity(path: Path) -> tuple[int, int]:
@@ -190,7 +205,7 @@ def collect(paths: Iterable[str], include: list[str], exclude: list[str], prefix
                 if _hidden(relative):
                     continue
                 if path.is_file():
-                    consider(path, relative)
+                    consider(path, relative, walked=True)
                 elif path.is_symlink() and not path.exists():
                     left_out.append(Skipped(path, f"a broken link (to {os.readlink(path)})"))
 

@@ -23,7 +23,7 @@ DocId = Annotated[str, typer.Argument(help="The document's id (doc_…) or its p
                                             " (guides/install/index.html).", show_default=False)]
 STATUS_STYLE = {"PROCESSED": "green", "FAILED": "red", "PENDING": "yellow", "PROCESSING": "cyan"}
 RESULT_STYLE = {upload.ADDED: "green", upload.UPDATED: "cyan", upload.UNCHANGED: "dim", upload.DELETED: "yellow",
-                upload.PROCESSING: "yellow", upload.FAILED: "red"}
+                upload.PROCESSING: "yellow", upload.SKIPPED: "dim", upload.FAILED: "red"}
 # A document's or an entry's id as the API makes them (ids.new_id): anything else is a path.
 DOCUMENT_ID = re.compile(r"^(doc|entry)_[0-9a-f]{16}$")
 
@@ -100,10 +100,18 @@ def upload_lines(results: list[dict]) -> list[str]:
             lines.append(f"✓ Deleted: {r['path']}")
         elif r["result"] == upload.PROCESSING:
             lines.append(f"… Still processing: {r['localPath']}")
+        elif r["result"] == upload.SKIPPED:
+            lines.append(f"- Skipped: {r['localPath']}: {_why_skipped(r)}")
         else:
             lines.append(f"✓ {'Unchanged' if r['result'] == upload.UNCHANGED else 'Uploaded'}: {r['localPath']}"
                          + (f" (stored as {r['path']})" if _renamed(r) else ""))
     return lines
+
+
+def _why_skipped(result: dict) -> str:
+    """The API's reason without the file name it starts with ("a PNG image, which is not a supported type")."""
+    message = (result["error"] or {}).get("message") or "not a supported type"
+    return message.removeprefix(f"{result['filename']}: ")
 
 
 def _renamed(result: dict) -> bool:
@@ -125,7 +133,8 @@ def render_upload(results: list[dict], waited: bool) -> None:
     output.table(["path", "result", "document", "status", "chunks", "error"], (
         (shown_path(r), Styled(f"[{RESULT_STYLE[r['result']]}]{r['result']}[/]"), r["id"], styled_status(r["status"]),
          r["chunks"],
-         Styled(f"[red]{output.cell(r['error']['code'])}[/]: {output.cell(r['error']['message'])}")
+         Styled(f"[dim]{output.cell(_why_skipped(r))}[/]") if r["result"] == upload.SKIPPED
+         else Styled(f"[red]{output.cell(r['error']['code'])}[/]: {output.cell(r['error']['message'])}")
          if r["error"] else None)
         for r in results), title="Upload")
     output.note(summary(results))
@@ -168,7 +177,8 @@ def upload_(session: Session,
     A folder's files keep their paths relative to the folder (as `aws s3 sync` does); a file
     named, or matched by a glob, goes under its own name; --prefix puts them below a folder.
     Links to folders are followed; a link back into a folder being walked (a loop) and a
-    broken link are left out with a warning. A path is stored with the characters S3 and
+    broken link are left out with a warning. A file found in a folder whose type the service
+    does not ingest (an image, an archive) is skipped and listed; named on its own, it fails. A path is stored with the characters S3 and
     shells handle badly as '_' (hot fix?.md as hot fix_.md): the results show it as stored.
     A path that holds the same bytes already is "unchanged" and not sent again.
     Exits 1 when any file was refused, could not be sent, or (with --wait) failed ingestion or was

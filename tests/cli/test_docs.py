@@ -27,12 +27,35 @@ def test_folder_upload_waits_and_reports_each_file(uploaded, upload_folder):
     # Unreadable after upload: the pipeline's code; refused up front: the API's code, no document.
     assert files["broken.pdf"]["status"] == "FAILED" and files["broken.pdf"]["error"]["code"] == "CORRUPT_FILE"
     assert files["broken.pdf"]["result"] == "failed"
-    assert files["picture.png"]["status"] == "FAILED" and files["picture.png"]["id"] is None
-    assert files["picture.png"]["error"]["code"] == "UNSUPPORTED_TYPE" and files["picture.png"]["result"] == "failed"
-    # Refused from its first bytes, at registration: no document, and its type named.
-    assert (files["backup.dat"]["status"], files["backup.dat"]["id"]) == ("FAILED", None)
+    # Found in the folder, of a type the service does not ingest: skipped with its reason, no
+    # document, and not a failure (broken.pdf is what makes the command exit 1).
+    assert (files["picture.png"]["status"], files["picture.png"]["id"]) == (None, None)
+    assert files["picture.png"]["error"]["code"] == "UNSUPPORTED_TYPE" and files["picture.png"]["result"] == "skipped"
+    # Refused from its first bytes, at registration: its type named.
+    assert (files["backup.dat"]["status"], files["backup.dat"]["id"], files["backup.dat"]["result"]) == (
+        None, None, "skipped")
     assert files["backup.dat"]["error"]["code"] == "UNSUPPORTED_TYPE"
     assert "backup.dat is gzip archive" in files["backup.dat"]["error"]["message"]
+
+
+def test_a_folder_of_documents_and_images_uploads_and_a_picture_named_on_its_own_fails(cli, tmp_path):
+    (tmp_path / "site" / "img").mkdir(parents=True)
+    (tmp_path / "site" / "guide.md").write_text("# Guide\n\nThe guide a folder holds beside its pictures.")
+    picture = tmp_path / "site" / "img" / "logo.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n the site's logo")
+    other = cli.json("kbs", "create", "CLI pictures")["id"]
+    try:
+        lines = cli.run("docs", "upload", "-r", str(tmp_path / "site"), "--kb", other, expect=0).stdout.splitlines()
+        assert lines[0] == f"✓ Uploaded: {tmp_path / 'site' / 'guide.md'}"
+        assert lines[1].startswith(f"- Skipped: {picture}: ") and "PNG image" in lines[1], lines
+        assert lines[-1] == "1 added, 1 skipped"
+        named = cli.run("docs", "upload", str(picture), "--kb", other, "--json", expect=1)
+        (result,) = json.loads(named.stdout)
+        assert (result["result"], result["status"], result["error"]["code"]) == ("failed", "FAILED",
+                                                                                  "UNSUPPORTED_TYPE")
+        assert [d["path"] for d in cli.json("docs", "list", "--kb", other)["items"]] == ["guide.md"]
+    finally:
+        cli.run("kbs", "delete", other, "--yes")
 
 
 def test_upload_table_names_failures_and_exits_1(cli, kb, uploaded, upload_folder):
