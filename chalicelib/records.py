@@ -1,5 +1,6 @@
 """Typed records that more than one layer passes on: the pipeline's Chunk, which
 ingestion cuts and embeds and storage writes, kept below both."""
+import time
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -21,6 +22,18 @@ class JsonRecord:
         if any(f.name == "extra" for f in fields(cls)):
             known["extra"] = {k: v for k, v in data.items() if k not in names}
         return cls(**known)
+
+
+@dataclass(frozen=True)
+class StepClock:
+    """A pipeline step and when it began (time.monotonic()): its time so far, read by the
+    transaction that makes the document PROCESSED, so a client never reads PROCESSED
+    before the time of the step that set it."""
+    step: str
+    started: float
+
+    def millis(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
 
 
 @dataclass

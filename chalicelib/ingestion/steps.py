@@ -30,6 +30,7 @@ from chalicelib.ingestion.semantic_chunk import SEMANTIC, semantic_chunks
 from chalicelib.ingestion.model import (CHUNKED, EXTRACTED, FAILED, IN_FLIGHT, STORED, SUPERSEDED, UNCHANGED,
                                         BatchInput, BatchItem, Chunk, Failure, RunEnd, RunState, WorkFiles)
 from chalicelib.process import LOGGER
+from chalicelib.records import StepClock
 from chalicelib.storage import chunk_versions
 from chalicelib.storage import chunks as chunk_rows
 from chalicelib.storage import connection, document_status, documents, kb_lines, knowledge_bases
@@ -65,26 +66,29 @@ def _logged(state: RunState | BatchInput, name: str) -> Iterator[None]:
 
 
 @contextmanager
-def _step(state: RunState | BatchInput, name: str) -> Iterator[None]:
+def _step(state: RunState | BatchInput, name: str, *, timed_by_switch: bool = False) -> Iterator[StepClock]:
     """Logs carry the document and run; a transient fault becomes Transient; the
-    time spent is added to the document's stepDurationsMs[name]."""
-    started = time.monotonic()
+    time spent is added to the document's stepDurationsMs[name]. Store (timed_by_switch)
+    hands the clock to the switch that makes the document PROCESSED, which adds its time in
+    the same transaction: a client never reads PROCESSED without it."""
+    clock = StepClock(name, time.monotonic())
     with _logged(state, name):
         try:
-            yield
+            yield clock
         except Exception as exc:
             if is_transient(exc) and not isinstance(exc, Transient):
                 logger.warning("transient fault, the state machine will retry: %s", exc)
                 raise Transient(f"{name}: {type(exc).__name__}: {exc}") from exc
             raise
-        _record_duration(state, name, started)
+        millis = clock.millis()
+        logger.info("%s took %d ms", name, millis, extra={"duration_ms": millis})
+        if not timed_by_switch:
+            _record_duration(state, name, millis)
 
 
-def _record_duration(state: RunState | BatchInput, name: str, started: float) -> None:
+def _record_duration(state: RunState | BatchInput, name: str, millis: int) -> None:
     """Best effort: the step's work is done, and a lost timing must not make the
     state machine run it again (for Embed, the provider would be paid twice)."""
-    millis = int((time.monotonic() - started) * 1000)
-    logger.info("%s took %d ms", name, millis, extra={"duration_ms": millis})
     try:
         with connection() as conn:
             documents.add_step_duration(conn, state.document_id, state.run_id, name, millis)
@@ -233,8 +237,8 @@ def _embed_and_store_here(state: RunState, kb: dict, chunks: list[Chunk], note: 
     if chunks:
         with _step(state, "embed"):
             vectors = _embedded(kb, [embedded_text(c) for c in chunks])
-    with _step(state, "store"):
-        stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)], note)
+    with _step(state, "store", timed_by_switch=True) as clock:
+        stored = _store(state, kb, [replace(c, embedding=v) for c, v in zip(chunks, vectors)], clock, note)
     if state.extracted_key:  # otherwise the run wrote no work file
         _clean_work(state)
     return replace(state, outcome=STORED if stored else SUPERSEDED, chunk_count=len(chunks)).to_json()
@@ -261,10 +265,10 @@ def store_step(event: dict) -> dict:
     (storage/chunk_versions.py). A retry (the step timed out, the database went away)
     resumes after the last committed batch and reads only the files it still needs."""
     state = RunState.from_json(event)
-    with _step(state, "store"):
+    with _step(state, "store", timed_by_switch=True) as clock:
         with connection() as conn:
             kb = _knowledge_base(conn, state.kb_id)
-            stored = _store_in_batches(conn, state, kb)
+            stored = _store_in_batches(conn, state, kb, clock)
     if stored:
         indexing.after_store(state.kb_id)
     if not stored:
@@ -272,7 +276,7 @@ def store_step(event: dict) -> dict:
     return replace(state, outcome=STORED if stored else SUPERSEDED).to_json()
 
 
-def _store_in_batches(conn, state: RunState, kb: dict) -> bool:
+def _store_in_batches(conn, state: RunState, kb: dict, clock: StepClock) -> bool:
     where = dict(doc_id=state.document_id, kb_id=state.kb_id, run_id=state.run_id, version=state.run_id)
     start = chunk_versions.begin(conn, **where)
     if start is None:
@@ -292,19 +296,19 @@ def _store_in_batches(conn, state: RunState, kb: dict) -> bool:
                     chunk_versions.discard(conn, state.document_id, state.run_id)
                     return False
         if not chunk_versions.switch(conn, expected=state.chunk_count, page_count=state.page_count,
-                                     content_hash=state.content_hash, **where):
+                                     content_hash=state.content_hash, clock=clock, **where):
             chunk_versions.discard(conn, state.document_id, state.run_id)
             return False
     chunk_versions.delete_hidden(conn, state.document_id)
     return True
 
 
-def _store(state: RunState, kb: dict, chunks: list[Chunk], note: str | None = None) -> bool:
+def _store(state: RunState, kb: dict, chunks: list[Chunk], clock: StepClock, note: str | None = None) -> bool:
     with connection() as conn:
         stored = chunk_rows.replace_document_chunks(
             conn, doc_id=state.document_id, kb_id=state.kb_id, dim=kb["embedding_dim"],
             chunks=chunks, page_count=state.page_count, run_id=state.run_id,
-            content_hash=state.content_hash, note=note)
+            content_hash=state.content_hash, note=note, clock=clock)
     if stored:
         indexing.after_store(state.kb_id)
     else:

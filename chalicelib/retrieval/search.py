@@ -310,9 +310,12 @@ def fuse(semantic: list[Hit], keyword: list[Hit], weights: tuple[float, float] =
         parts = [(w, scale(hits)) for w, hits in lists]
         best = sum(w for w, _ in parts) or 1.0
         fused = {chunk_id: sum(w * scaled.get(chunk_id, 0.0) for w, scaled in parts) / best for chunk_id in found}
+    # Equal fused scores (first in one list and second in the other, when each holds two) are
+    # ordered by the two raw scores' sum: the passage both lists rate higher overall comes first.
     return sorted((h._replace(vector=in_semantic[i].vector if i in in_semantic else h.vector,
                              keyword=in_keyword[i].keyword if i in in_keyword else None, fused=fused[i])
-                   for i, h in found.items()), key=lambda h: (-h.fused, h.chunk_id))
+                   for i, h in found.items()), key=lambda h: (-h.fused, -((h.vector or 0.0) + (h.keyword or 0.0)),
+                                                               h.chunk_id))
 
 
 def _spread(hits: list[Hit]) -> dict[int, float]:

@@ -21,7 +21,7 @@ import numpy as np
 import psycopg
 
 from chalicelib import limits
-from chalicelib.records import Chunk
+from chalicelib.records import Chunk, StepClock
 from chalicelib.storage import document_status
 
 # The chunk rows a search may read: not of a listed version. A condition on the chunk row
@@ -48,7 +48,7 @@ def new_version() -> str:
 
 def replace(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int, chunks: list[Chunk],
             page_count: Optional[int], run_id: Optional[str] = None, content_hash: Optional[str] = None,
-            note: Optional[str] = None) -> bool:
+            note: Optional[str] = None, clock: Optional[StepClock] = None) -> bool:
     """The document's chunks become these, and it PROCESSED (note: why it has none); a
     search sees the old version or the new one, never a mix or a gap. False (nothing
     changed) when a newer run owns the document. Idempotent for a run: a retry after the
@@ -62,7 +62,7 @@ def replace(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int, chun
                 return False
             if owner["chunks_version"] != version:
                 _write(conn, doc_id, kb_id, dim, version, owner["audience"], chunks)
-                _switch(conn, owner, doc_id, kb_id, version, len(chunks), page_count, content_hash, note)
+                _switch(conn, owner, doc_id, kb_id, version, len(chunks), page_count, content_hash, note, clock)
         delete_hidden(conn, doc_id)
         return True
     start = begin(conn, doc_id=doc_id, kb_id=kb_id, run_id=run_id, version=version)
@@ -75,7 +75,7 @@ def replace(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int, chun
                 discard(conn, doc_id, version)
                 return False
         if not switch(conn, doc_id=doc_id, kb_id=kb_id, run_id=run_id, version=version, expected=len(chunks),
-                      page_count=page_count, content_hash=content_hash):
+                      page_count=page_count, content_hash=content_hash, clock=clock):
             discard(conn, doc_id, version)
             return False
     delete_hidden(conn, doc_id)
@@ -114,9 +114,11 @@ def stage(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int, run_id
 
 
 def switch(conn: psycopg.Connection, *, doc_id: str, kb_id: str, run_id: Optional[str], version: str,
-           expected: Optional[int], page_count: Optional[int], content_hash: Optional[str]) -> bool:
+           expected: Optional[int], page_count: Optional[int], content_hash: Optional[str],
+           clock: Optional[StepClock] = None) -> bool:
     """One short transaction: the staged version becomes the document's, the old one is
-    retired, the document PROCESSED. False when a newer run owns the document."""
+    retired, the document PROCESSED (with clock's step time). False when a newer run owns
+    the document."""
     with conn.transaction():
         owner = _owner(conn, doc_id, run_id, lock=True)
         if owner is None:
@@ -128,7 +130,7 @@ def switch(conn: psycopg.Connection, *, doc_id: str, kb_id: str, run_id: Optiona
         if expected is not None and written != expected:  # a defect: a batch went missing
             raise RuntimeError(f"{written} of the {expected} chunks of version {version} were written")
         conn.execute("DELETE FROM chunk_versions WHERE document_id = %s AND version = %s", (doc_id, version))
-        _switch(conn, owner, doc_id, kb_id, version, written, page_count, content_hash)
+        _switch(conn, owner, doc_id, kb_id, version, written, page_count, content_hash, clock=clock)
     return True
 
 
@@ -189,7 +191,8 @@ def _write(conn: psycopg.Connection, doc_id: str, kb_id: str, dim: int, version:
 
 
 def _switch(conn: psycopg.Connection, owner: dict, doc_id: str, kb_id: str, version: str, count: int,
-            page_count: Optional[int], content_hash: Optional[str], note: Optional[str] = None) -> None:
+            page_count: Optional[int], content_hash: Optional[str], note: Optional[str] = None,
+            clock: Optional[StepClock] = None) -> None:
     """Inside the caller's transaction, the document's row locked: the old version retired
     (when it has rows), the new one current, the document PROCESSED."""
     old = owner["chunks_version"]
@@ -199,4 +202,4 @@ def _switch(conn: psycopg.Connection, owner: dict, doc_id: str, kb_id: str, vers
                      " ON CONFLICT (document_id, version) DO UPDATE SET state = excluded.state",
                      (doc_id, old, kb_id, RETIRED))
     document_status.mark_processed(conn, doc_id, version=version, chunk_count=count, page_count=page_count,
-                                   content_hash=content_hash, note=note)
+                                   content_hash=content_hash, note=note, clock=clock)

@@ -10,7 +10,7 @@ from typing import Literal, NamedTuple, Optional, Protocol, Sequence
 import numpy as np
 import psycopg
 
-from chalicelib.records import Chunk
+from chalicelib.records import Chunk, StepClock
 from chalicelib.storage import chunk_versions
 from chalicelib.storage.filters import SearchFilters, filter_sql
 from chalicelib.storage.scope import READABLE_CHUNK, VISIBLE_KB, scope
@@ -44,13 +44,13 @@ def as_vector(values: Sequence[float]) -> np.ndarray:
 def replace_document_chunks(conn: psycopg.Connection, *, doc_id: str, kb_id: str, dim: int,
                             chunks: list[Chunk], page_count: Optional[int],
                             run_id: Optional[str] = None, content_hash: Optional[str] = None,
-                            note: Optional[str] = None) -> bool:
+                            note: Optional[str] = None, clock: Optional[StepClock] = None) -> bool:
     """Swap a document's chunks and mark it PROCESSED, so a search sees the old version
     or the new one, never a mix or a gap (in committed batches and one short switch:
     chunk_versions.py). Returns False (and changes nothing) when a newer run owns the
-    document. note: why it has no chunks."""
-    return chunk_versions.replace(conn, doc_id=doc_id, kb_id=kb_id, dim=dim, chunks=chunks,
-                                  page_count=page_count, run_id=run_id, content_hash=content_hash, note=note)
+    document. note: why it has no chunks; clock: the step whose time PROCESSED carries."""
+    return chunk_versions.replace(conn, doc_id=doc_id, kb_id=kb_id, dim=dim, chunks=chunks, page_count=page_count,
+                                  run_id=run_id, content_hash=content_hash, note=note, clock=clock)
 
 
 _INDEX_ROWS: dict[int, tuple[float, float]] = {}  # dim -> (rows, when read)

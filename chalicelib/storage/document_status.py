@@ -21,7 +21,8 @@ from typing import Callable, Optional
 import psycopg
 
 from chalicelib.ids import new_id
-from chalicelib.storage.documents import DOC_COLUMNS
+from chalicelib.records import StepClock
+from chalicelib.storage.documents import DOC_COLUMNS, STEP_DURATION_ADDED
 
 
 class DocumentStatus(StrEnum):
@@ -115,16 +116,20 @@ def set_chunk_metadata(conn: psycopg.Connection, doc_id: str, metadata: dict) ->
 
 
 def mark_processed(conn: psycopg.Connection, doc_id: str, *, version: str, chunk_count: int,
-                   page_count: Optional[int], content_hash: Optional[str], note: Optional[str] = None) -> None:
+                   page_count: Optional[int], content_hash: Optional[str], note: Optional[str] = None,
+                   clock: Optional[StepClock] = None) -> None:
     """The switch to a new chunk version (chunk_versions.py), inside its transaction with
     the document's row locked and its run checked there: the version current, its counts
-    and the indexed hash recorded; note says why a document has no chunks."""
+    and the indexed hash recorded; note says why a document has no chunks; clock, the step
+    that switches (Store), has its time so far added to the document's step durations."""
+    step, millis = (clock.step, clock.millis()) if clock else (None, 0)
     conn.execute(
         "UPDATE documents SET status = 'PROCESSED', chunks_version = %s, chunk_count = %s,"
         " token_count = (SELECT coalesce(sum(token_count), 0) FROM chunks WHERE document_id = %s AND version = %s),"
         " page_count = %s, indexed_hash = coalesce(%s, content_hash), error_code = NULL, error_message = NULL,"
-        " note = %s, processed_at = now(), updated_at = now() WHERE id = %s",
-        (version, chunk_count, doc_id, version, page_count, content_hash, note, doc_id))
+        " note = %s, processed_at = now(), updated_at = now(),"
+        f" step_durations = {STEP_DURATION_ADDED} WHERE id = %s",
+        (version, chunk_count, doc_id, version, page_count, content_hash, note, step, step, step, millis, doc_id))
 
 
 def mark_failed(conn: psycopg.Connection, doc_id: str, run_id: str, code: str, message: str) -> bool:

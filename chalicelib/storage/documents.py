@@ -180,15 +180,17 @@ def set_content_type(conn: psycopg.Connection, doc_id: str, content_type: str) -
     conn.execute("UPDATE documents SET content_type = %s WHERE id = %s", (content_type, doc_id))
 
 
+# documents.step_durations with a step's milliseconds added to it; parameters: the step
+# three times, then the milliseconds (a NULL step leaves it as it is).
+STEP_DURATION_ADDED = ("CASE WHEN %s::text IS NULL THEN step_durations ELSE step_durations || jsonb_build_object("
+                       "%s::text, coalesce((step_durations->>%s)::int, 0) + %s::int) END")
+
+
 def add_step_duration(conn: psycopg.Connection, doc_id: str, run_id: str, step: str, millis: int) -> None:
     """Adds to the run's time in a step: Embed runs once per batch, in parallel, and
     its figure is the sum (one UPDATE per batch, so concurrent batches add safely)."""
-    conn.execute(
-        "UPDATE documents SET step_durations = step_durations || jsonb_build_object(%(step)s::text,"
-        " coalesce((step_durations->>%(step)s)::int, 0) + %(ms)s::int)"
-        " WHERE id = %(id)s AND current_run_id = %(run)s",
-        {"step": step, "ms": millis, "id": doc_id, "run": run_id},
-    )
+    conn.execute(f"UPDATE documents SET step_durations = {STEP_DURATION_ADDED} WHERE id = %s AND current_run_id = %s",
+                 (step, step, step, millis, doc_id, run_id))
 
 
 def files_in(conn: psycopg.Connection, kb_id: str) -> list[dict]:

@@ -16,6 +16,7 @@ from chalicelib.errors import Transient
 from chalicelib.ingestion import steps
 from chalicelib.ingestion.model import Chunk, RunState
 from chalicelib.knowledge_bases import create_knowledge_base
+from chalicelib.records import StepClock
 from chalicelib.storage import chunk_versions, connection, db, document_status, documents, knowledge_bases
 from chalicelib.storage import chunks as chunk_rows
 
@@ -153,6 +154,23 @@ def test_a_superseded_store_writes_nothing_search_can_see_and_cleans_up(big_kb):
                                                   chunks=_chunks(3, "newer", 5), page_count=None, run_id="run-newer")
         assert conn.execute("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc_id,)).fetchone()["n"] == 3
         assert conn.execute("SELECT count(*) AS n FROM chunk_versions").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize("count", [3, limits.STORE_BATCH_CHUNKS + 1], ids=["one transaction", "in batches"])
+def test_the_switch_to_processed_carries_the_store_step_s_time(big_kb, count):
+    principal, kb_id, doc_id = big_kb
+    with connection() as conn:
+        documents.add_step_duration(conn, doc_id, "run-new", "store", 250)  # an earlier attempt's time
+        superseded = StepClock("store", time.monotonic() - 9.0)
+        assert not chunk_rows.replace_document_chunks(conn, doc_id=doc_id, kb_id=kb_id, dim=DIM, clock=superseded,
+                                                      chunks=_chunks(count, "stale", 6), page_count=None,
+                                                      run_id="run-old")
+        clock = StepClock("store", time.monotonic() - 2.0)
+        assert chunk_rows.replace_document_chunks(conn, doc_id=doc_id, kb_id=kb_id, dim=DIM, clock=clock,
+                                                  chunks=_chunks(count, "new", 6), page_count=None, run_id="run-new")
+        row = conn.execute("SELECT status, step_durations FROM documents WHERE id = %s", (doc_id,)).fetchone()
+    assert row["status"] == "PROCESSED"
+    assert 2250 <= row["step_durations"]["store"] < 9000, row  # added to the earlier attempt's, once
 
 
 def test_creating_a_knowledge_base_takes_no_lock_an_open_writer_holds(tenant, service_env, big_kb):
