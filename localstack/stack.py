@@ -37,6 +37,7 @@ REGION = "us-east-1"
 DEMO_ORG, DEMO_USER, DEMO_KB, DEMO_AGENT = "demo-org", "demo-user", "Demo knowledge base", "Demo agent"
 SAMPLE = ROOT / "samples" / "getting-started.md"
 SAMPLE_QUERY = "How do I make a file searchable?"
+ORDINALS = ("first", "second", "third", "fourth", "fifth")
 
 
 def read_env_file() -> dict:
@@ -205,13 +206,30 @@ def run_demo(api_url: str, key: str, kb: dict) -> None:
             raise SystemExit(f"the sample document did not ingest (status {status}); "
                              f"see {services.LOGS}/ministack.log")
     answer = api("POST", f"{api_url}/knowledge-bases/{kb['id']}/search", key,
-                 {"query": SAMPLE_QUERY, "topK": 3})["data"]
+                 {"query": SAMPLE_QUERY, "topK": 3, "debug": True})["data"]
     top = answer["results"][0]
     print(f"\nsearch     \"{SAMPLE_QUERY}\"")
-    print(f"top hit    {top['source']} chunk {top['chunkIndex']}, hybrid score {top['similarity']:.3f}"
-          " (1.0 = ranked first by meaning and by words)")
+    section = f" § {top['headers'][-1]}" if top.get("headers") else ""
+    print(f"top hit    {top['source']}{section}, hybrid score {top['similarity']:.3f}")
+    print(f"           {_ranked_by(answer, top)}; 1.0 = first by both")
     print("passage    " + top["content"][:400].replace("\n", "\n           "))
     print(f"\nknowledge base {kb['id']}")
+
+
+def _ranked_by(answer: dict, hit: dict) -> str:
+    """Where hybrid search's two lists put a passage: "first by words (0.425), second by
+    meaning (0.384)", from the answer's debug view (each list by its own score)."""
+    lists = answer["metadata"]["debug"]["candidates"]
+    places = []
+    for name, label in (("keyword", "words"), ("semantic", "meaning")):
+        ids = [c["chunkId"] for c in lists.get(name, [])]
+        if hit["chunkId"] in ids:
+            at = ids.index(hit["chunkId"])
+            places.append((at, f"{ORDINALS[at] if at < len(ORDINALS) else f'#{at + 1}'} by {label}"
+                               f" ({lists[name][at]['score']:.3f})"))
+        else:
+            places.append((len(ids), f"not found by {label}"))
+    return ", ".join(text for _, text in sorted(places))
 
 
 def resume_cut_runs(session, reconcile_function: str) -> list[str]:

@@ -98,9 +98,17 @@ def test_fusion_by_score_weighs_each_list_min_max_normalised():
     assert fuse([_semantic(7, 0.3)], [_keyword(7, 0.2)])[0].fused == pytest.approx(1.0)
 
 
-def test_fusion_breaks_ties_by_chunk_id():
+def test_fusion_breaks_ties_by_the_raw_scores_then_the_chunk_id():
     fused = fuse([_semantic(9, 0.7), _semantic(4, 0.7)], [], (0.5, 0.5))
     assert [(f.chunk_id, f.fused) for f in fused] == [(4, 1.0), (9, 1.0)]
+    # Two passages, each first in one list: 0.5 each. The one both lists rate higher overall
+    # (the sample's "Adding documents" for "How do I make a file searchable?") comes first,
+    # whatever its id.
+    for ids in ((1, 2), (2, 1)):
+        by_meaning, by_words = ids
+        fused = fuse([_semantic(by_meaning, 0.402), _semantic(by_words, 0.384)],
+                     [_keyword(by_words, 0.425, vector=0.384), _keyword(by_meaning, 0.076, vector=0.402)], (0.5, 0.5))
+        assert [(f.chunk_id, f.fused) for f in fused] == [(by_words, 0.5), (by_meaning, 0.5)]
 
 
 @pytest.mark.parametrize("method", ["score", "rank"])
@@ -130,7 +138,10 @@ def test_fusion_orders_passages_as_the_weighted_sum_does():
             return {h.chunk_id: (score(h) - low) / (high - low) if high > low else 1.0 for h in hits}
         s, k = scaled(semantic, lambda h: h.vector), scaled(keyword, lambda h: h.keyword)
         summed = {i: w[0] * s.get(i, 0.0) + w[1] * k.get(i, 0.0) for i in {**s, **k}}
-        assert [f.chunk_id for f in fuse(semantic, keyword, w)] == sorted(summed, key=lambda i: (-summed[i], i))
+        raw = {h.chunk_id: h.vector for h in semantic}
+        for h in keyword:
+            raw[h.chunk_id] = raw.get(h.chunk_id, 0.0) + h.keyword
+        assert [f.chunk_id for f in fuse(semantic, keyword, w)] == sorted(summed, key=lambda i: (-summed[i], -raw[i], i))
 
 
 def test_fusion_by_rank_rewards_agreement():
