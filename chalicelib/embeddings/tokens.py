@@ -1,9 +1,19 @@
-"""Token counting with the embedding model's own WordPiece tokenizer (offline, no torch)."""
+"""Token counting with the embedding model's own WordPiece tokenizer (offline, no torch).
+
+The tokenizer's Encodings (ids, offsets, masks, the token strings) take a few hundred bytes a
+token, so texts are counted in slices of at most PIECE_CHARS at a time: a 50 MB text file
+counted whole held 9 GB, more than its function's memory. A slice ends at whitespace, where
+the model's pre-tokenizer splits anyway, so the sum of the slices' counts is the whole's."""
+import re
 from functools import lru_cache
+from typing import Iterator
 
 from tokenizers import Tokenizer
 
 from chalicelib.embeddings.model_files import model_file
+
+PIECE_CHARS = 100_000
+_LAST_SPACE = re.compile(r"\s(?=\S*$)")
 
 
 @lru_cache(maxsize=1)
@@ -15,8 +25,38 @@ def _tokenizer() -> Tokenizer:
 
 
 def count_tokens(text: str) -> int:
-    return len(_tokenizer().encode(text, add_special_tokens=False).ids)
+    return count_tokens_batch([text])[0]
 
 
 def count_tokens_batch(texts: list[str]) -> list[int]:
-    return [len(e.ids) for e in _tokenizer().encode_batch(texts, add_special_tokens=False)]
+    counts = [0] * len(texts)
+    for group in _groups(texts):
+        encoded = _tokenizer().encode_batch([piece for _, piece in group], add_special_tokens=False)
+        for (i, _), encoding in zip(group, encoded):
+            counts[i] += len(encoding.ids)
+    return counts
+
+
+def _groups(texts: list[str]) -> Iterator[list[tuple[int, str]]]:
+    """(index of the text, a slice of it), in groups of about PIECE_CHARS characters."""
+    group, size = [], 0
+    for i, text in enumerate(texts):
+        for piece in _slices(text):
+            group.append((i, piece))
+            size += len(piece)
+            if size >= PIECE_CHARS:
+                yield group
+                group, size = [], 0
+    if group:
+        yield group
+
+
+def _slices(text: str) -> Iterator[str]:
+    """The text in slices of at most PIECE_CHARS, each cut after its last whitespace (a run of
+    PIECE_CHARS without any is cut where it stands)."""
+    while len(text) > PIECE_CHARS:
+        space = _LAST_SPACE.search(text, 0, PIECE_CHARS)
+        cut = space.end() if space else PIECE_CHARS
+        yield text[:cut]
+        text = text[cut:]
+    yield text
