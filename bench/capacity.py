@@ -65,7 +65,6 @@ LAMBDA_ACCOUNT_CONCURRENCY = 1000  # a region's default, shared by every functio
 LAMBDA_MB_PER_VCPU = 1769  # "at 1,769 MB, a function has the equivalent of one vCPU"; proportional below and above
 LAMBDA_MAX_VCPU = 6  # at 10,240 MB
 INLINE_MAP_MAX_CONCURRENCY = 40  # an inline Map's iterations at once; a distributed Map runs up to 10,000 children
-STEP_TIMEOUT_S = 300  # the pipeline functions' timeout (.chalice/config.json)
 ACU_GIB = 2  # one ACU is about 2 GiB of memory with its share of CPU and network
 AURORA_MAX_ACU = 256
 # Assumptions, said aloud:
@@ -92,6 +91,12 @@ FIFTY_MB = 50 * 2**20
 def function_memory_mb() -> dict[str, int]:
     stage = json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"]["api"]
     return {name: f["lambda_memory_size"] for name, f in stage["lambda_functions"].items()}
+
+
+def store_timeout_s() -> int:
+    """How long one attempt of the Store step may run (.chalice/config.json)."""
+    stage = json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"]["api"]
+    return stage["lambda_functions"]["pipeline_store"]["lambda_timeout"]
 
 
 def embed_workers_per_width() -> int:
@@ -203,7 +208,7 @@ def document_seconds(costs: Costs, pipe: Pipeline, megabytes: float | None = Non
     total = extract + chunk + embed + store + overhead
     return {"megabytes": megabytes, "chunks": chunks, "batches": batches, "lanes": lanes, "extract": extract,
             "chunk": chunk, "embed": embed, "store": store, "overhead": overhead, "total": total,
-            "overChunkLimit": chunks > _chunk_limit(), "storeOverStepTimeout": store > STEP_TIMEOUT_S}
+            "overChunkLimit": chunks > _chunk_limit(), "storeOverStepTimeout": store > store_timeout_s()}
 
 
 def _chunk_limit() -> int:
@@ -732,7 +737,7 @@ def report(costs: Costs, validation: dict | None = None) -> str:
         lines.append(f"| {r['width']} | {r['extract']:.0f} | {r['chunk']:.0f} | {r['embed']:,.0f} | {r['store']:,.0f} | "
                      f"{r['overhead']:.0f} | {r['total'] / 60:,.1f} min |")
     store_note = (f" The Store step alone, one writer at {c.store_s_per_chunk * 1000:.1f} ms a chunk, takes "
-                  f"{fifty[0]['store']:,.0f} s: past the step's {STEP_TIMEOUT_S} s, so it is retried and resumes after "
+                  f"{fifty[0]['store']:,.0f} s: past the step's {store_timeout_s()} s, so it is retried and resumes after "
                   "its committed batches." if fifty[0]["storeOverStepTimeout"] else "")
     lines += ["", "Width shortens the embedding until the other steps dominate: the store of every chunk by one "
                   "writer and the extract and chunk of the whole file in one function are not divided by it."

@@ -543,6 +543,8 @@ def main() -> None:
             # The capacity model's costs (~1 minute; --quick ~30 s); make bench also checks it against
             # one document through the local pipeline (--validate, ~2 minutes)
             run_scripts(["capacity.py"], *(flag or ["--validate"]))
+            # A real 50 MB text file through Extract and Chunk (~4 minutes; --quick: 1 MB)
+            run_scripts(["big_file.py"], *flag)
             # Real manuals through the deployed pipeline (~15 minutes); the quick run reads the slice kept
             # in tests/data/manuals/.
             run_scripts(["manuals.py"], *(["--slice"] if args.quick else []))
@@ -554,7 +556,8 @@ def main() -> None:
     names = [f"ingestion{suffix}.txt", f"ingestion{suffix}.json", f"retrieval{suffix}.json", f"peers{suffix}.json",
              f"embeddings{suffix}.json", f"model-precision{suffix}.json", f"pgvector-builds{suffix}.json",
              f"documents-list{suffix}.json", f"real-folder{suffix}.json", f"api_overhead{suffix}.json",
-             f"manuals{suffix}.json"] + ([] if args.quick else ["cold.json", "load.json", "chunking.json"])
+             f"manuals{suffix}.json", f"big-file{suffix}.json"] + ([] if args.quick else ["cold.json", "load.json",
+                                                                                        "chunking.json"])
     used = [RESULTS / n for n in names if (RESULTS / n).exists()]
     others = from_other_runs(run, used)
     out_dir = report_dir(args.quick, others)
@@ -587,7 +590,8 @@ def main() -> None:
                       + "\n".join(["", *scale_section(ours)])
                       + ("\n" + "\n".join(chunking_section(chunking)) if chunking else "")
                       + ("\n\n## Answers from real manuals\n\n" + manuals_report(manuals) + "\n" if manuals else "")
-                      + "\n".join(["", *capacity_section(args.quick)]))
+                      + "\n".join(["", *capacity_section(args.quick)])
+                      + "\n".join(["", *big_file_section(args.quick)]))
     figures = out_dir / "benchmarks.json"
     figures.write_text(json.dumps({"run": run_json(run, others)}
                                   | figures_json(ours, peer, builds) | {"ingestion": ingestion_json(ingestion),
@@ -602,9 +606,27 @@ def main() -> None:
                                   | ({"chunkingStrategies": chunking_json(chunking)} if chunking else {})
                                   | api_overhead_json(overhead)
                                   | ({"manuals": manuals["summary"]} if manuals else {})
-                                  | capacity_json(args.quick),
+                                  | capacity_json(args.quick) | big_file_json(args.quick),
                                   indent=1) + "\n")
     print(f"\nwrote {report} and {figures}")
+
+
+def _big_file(quick: bool) -> dict | None:
+    path = RESULTS / f"big-file{'-quick' if quick else ''}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def big_file_section(quick: bool) -> list[str]:
+    """A real text file of 50 MB through Extract and Chunk (bench/big_file.py)."""
+    import big_file
+
+    results = _big_file(quick)
+    return ["## A large text file through Extract and Chunk", "", big_file.report(results), ""] if results else []
+
+
+def big_file_json(quick: bool) -> dict:
+    results = _big_file(quick)
+    return {"bigFile": {k: results[k] for k in ("megabytes", "outcome", "chunks", "batches", "steps")}} if results else {}
 
 
 def capacity_section(quick: bool) -> list[str]:

@@ -39,6 +39,9 @@ def test_quick_benchmarks_print_their_figures_and_write_the_report():
     # throughput per client count (the quick levels: a worker each)
     assert re.findall(r"^\| (\d+) \| \d+\.\d \| \d+\.\d \| \d+\.\d \|$", report, re.M) == ["1", "2", "4"]
     assert "## Local embedding model: ONNX against PyTorch" in report
+    # a real text file through the Extract and Chunk steps, with each step's peak memory
+    assert "## A large text file through Extract and Chunk" in report
+    assert re.search(r"^\| chunk \| \d+\.\d \| \d+\.\d \| [\d.-]+ \| [\d,]+ \| 2,048 \| 900 \|$", report, re.M)
     # the server's pgvector against the wheel's and a -march=native build, each as a ratio to it
     assert re.search(r"^\| portable \| (\d+\.\d\d / \d+\.\d\d \(×1\.00\) \| ){3}\d+\.\d \(×1\.00\) \|$", report, re.M)
     assert re.search(r"^\| native \| (\d+\.\d\d / \d+\.\d\d \(×\d\.\d\d\) \| ){3}", report, re.M)
