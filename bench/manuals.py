@@ -106,11 +106,15 @@ def ingest(api, headers, s3, bucket, kb, files: list[tuple[str, bytes]], timeout
     return counts
 
 
-def ask(api, headers, kb, question: dict, strategy: str, top_k: int) -> dict:
+def ask(api, headers, kb, question: dict, strategy: str, top_k: int, semantic_weight: float | None = None) -> dict:
     """One question's top passages, judged: answer string in the top 3, page in the top 3, a
-    navigation page in the top 5, the top 3's tokens."""
-    answer = _call("POST", f"{api}/knowledge-bases/{kb['id']}/search", headers=headers,
-                   json={"query": question["question"], "topK": top_k, "strategy": strategy, "minScore": 0})
+    navigation page in the top 5, the top 3's tokens. semantic_weight: hybrid at these weights
+    (semantic, 1 - it for keyword), reported as the strategy "hybrid W"."""
+    body = {"query": question["question"], "topK": top_k, "strategy": strategy, "minScore": 0}
+    if semantic_weight is not None:
+        body["hybridWeights"] = {"semantic": semantic_weight, "keyword": round(1 - semantic_weight, 6)}
+        strategy = f"hybrid {semantic_weight:g}"
+    answer = _call("POST", f"{api}/knowledge-bases/{kb['id']}/search", headers=headers, json=body)
     results = answer["data"]["results"]
     top3 = results[:3]
     paths = [r.get("path") or r.get("source") or "" for r in results]
@@ -126,7 +130,7 @@ def ask(api, headers, kb, question: dict, strategy: str, top_k: int) -> dict:
 def summary(rows: list[dict]) -> dict:
     """Per strategy and split (and both): counts and shares of the measures."""
     out = {}
-    for strategy in STRATEGIES:
+    for strategy in dict.fromkeys(r["strategy"] for r in rows):
         for split in ("dev", "heldout", "all"):
             part = [r for r in rows if r["strategy"] == strategy and split in ("all", r["split"])]
             if not part:
@@ -163,6 +167,9 @@ def main() -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--slice", action="store_true", help="the pages kept in tests/data/manuals/ only")
     parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--hybrid-weights", type=float, nargs="*", default=[],
+                        help="also ask hybrid at these semantic weights (keyword: 1 - each), to choose fusion"
+                             " weights on the dev questions")
     parser.add_argument("--packages", nargs="*", help="only these packages")
     parser.add_argument("--embedding", type=json.loads,
                         help='the knowledge bases\' embedding as the API takes it (JSON), e.g. '
@@ -190,6 +197,8 @@ def main() -> dict:
             for question in (q for q in questions if q["package"] == package):
                 for strategy in STRATEGIES:
                     rows.append(ask(api, headers, kb, question, strategy, args.top_k))
+                for weight in args.hybrid_weights:
+                    rows.append(ask(api, headers, kb, question, "hybrid", args.top_k, weight))
     results = {"files": files_count, "statuses": statuses, "chunking": args.chunking or "default", "embedding": args.embedding or "default", "questions": len({r["id"] for r in rows}), "rows": rows,
                "summary": summary(rows)}
     print(report(results))

@@ -59,3 +59,19 @@ def test_no_benchmark_but_the_whole_run_writes_into_docs():
         source = (ROOT / "bench" / script).read_text()
         assert "--docs" not in source and "--scale-only" not in source, script
     assert not hasattr(report, "write_section_docs") and not hasattr(report, "scale_only")
+
+
+def test_the_manuals_summary_counts_each_strategy_asked_including_hybrid_at_other_weights():
+    import manuals
+
+    def row(strategy, split, answered):
+        return {"strategy": strategy, "split": split, "answerInTop3": answered, "pageInTop3": answered,
+                "navigationInTop5": False, "top3Tokens": 100}
+
+    rows = [row("semantic", "dev", True), row("hybrid", "dev", False), row("hybrid 0.7", "dev", True),
+            row("semantic", "heldout", False), row("hybrid", "heldout", True), row("hybrid 0.7", "heldout", True)]
+    summary = manuals.summary(rows)
+    assert [k for k in summary if k.endswith("/all")] == ["semantic/all", "hybrid/all", "hybrid 0.7/all"]
+    assert (summary["hybrid 0.7/all"]["answerInTop3"], summary["hybrid/dev"]["answerInTop3"]) == (2, 0)
+    assert "| hybrid 0.7 | heldout | 1/1 (100%) |" in manuals.report(
+        {"files": {"p": 1}, "questions": 2, "summary": summary})
