@@ -49,7 +49,8 @@ def test_a_parent_grows_around_its_child_within_the_budget_and_the_section(budge
     assert grown.span == expected
     if expected:
         assert grown.content.split(" says something. ")[0].startswith(f"Part {expected[0]}")
-        assert grown.tokens == count_tokens(grown.content)  # what is answered, not the children's sum
+        # the children's counts summed: they share no overlap (the next test: with overlaps, real counts)
+        assert grown.tokens == 40 * (expected[1] - expected[0] + 1)
     assert parents._grown(_hit(2, "x", 40), near, 200, [(3, 3)]).span == (0, 2)  # not into an answered passage
 
 
@@ -57,5 +58,26 @@ def test_neighbours_that_overlap_are_joined_once():
     left = "The lamp is lit at dusk. The keeper climbs the stairs every single evening."
     right = "The keeper climbs the stairs every single evening. Then he winds the clock."
     assert parents._joined(left, right) == ("The lamp is lit at dusk. The keeper climbs the stairs every single"
-                                            " evening. Then he winds the clock.")
-    assert parents._joined("One.", "Two.") == "One.\n\nTwo."
+                                            " evening. Then he winds the clock.",
+                                            "The keeper climbs the stairs every single evening.")
+    assert parents._joined("One.", "Two.") == ("One.\n\nTwo.", "")
+
+
+def test_a_parent_s_tokens_are_its_text_s_without_counting_it_again(monkeypatch):
+    """The chunks' counts, less the overlaps the joined text holds once, are the joined text's
+    count: a real document's chunks, cut with overlap by the chunker, grown into parents."""
+    from chalicelib.ingestion.chunk import chunk_document
+    from chalicelib.ingestion.extract import extract
+    from tests.conftest import ROOT
+
+    text = (ROOT / "tests" / "data" / "nodejs_api" / "api" / "permissions.html").read_bytes()
+    chunks = chunk_document(extract(text, "permissions.html"), 120, 30, {})
+    near = {c.chunk_index: {"chunk_index": c.chunk_index, "content": c.content, "token_count": c.token_count,
+                            "headers": c.headers} for c in chunks}
+    counted = []
+    monkeypatch.setattr(parents, "count_tokens", lambda t: counted.append(t) or count_tokens(t))
+    grown = [parents._grown(_hit(c.chunk_index, c.content, c.token_count)._replace(headers=c.headers), near, 600, [])
+             for c in chunks]
+    assert sum(1 for g in grown if g.span and g.span[1] - g.span[0] >= 2) >= 5  # parents of three chunks or more
+    assert sum(1 for g in grown if g.span) and all(g.tokens == count_tokens(g.content) for g in grown)
+    assert counted and max(map(count_tokens, counted)) <= 30 + 5  # only overlaps were tokenized, never a parent
