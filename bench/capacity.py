@@ -517,7 +517,7 @@ def latency_table() -> dict:
 def local_pipeline(width: int, other: float, step_overhead_s: float) -> Pipeline:
     """The local stack (localstack/stack.py): one thread an embedding worker (EmbedThreads 1),
     EmbedConcurrency = the width, every worker a process on this machine's cores beside other
-    work, counted as `other` runnable threads (the load average when the run starts). A busy
+    work, counted as `other` runnable threads when the run starts (runnable_now). A busy
     thread gets its fair share of the cores: one step alone 1 / (other + 1) of them, each of
     the W embedding workers 1 / (other + W)."""
     cores = os.cpu_count() or 1
@@ -525,6 +525,18 @@ def local_pipeline(width: int, other: float, step_overhead_s: float) -> Pipeline
     return Pipeline(width=width, embed_concurrency=width, pipeline_concurrency=min(8, 4 * cores),
                     embed_share=min(1.0, cores / (other + width)), step_share=alone, store_share=alone,
                     step_overhead_s=step_overhead_s)
+
+
+def runnable_now(seconds: float = 2.0, interval: float = 0.05) -> float:
+    """Other threads runnable on this machine now: /proc/loadavg's count of runnable threads,
+    less this reader, averaged over a couple of seconds. The load average lags by a minute: right
+    after other work (the costs' measurement, a benchmark before) it counted threads that had
+    ended, and predicted the embedding workers 0.57 of a core where they got 0.97."""
+    counts, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        counts.append(int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1)
+        time.sleep(interval)
+    return max(0.0, statistics.mean(counts))
 
 
 def share_now(samples: list[str]) -> float:
@@ -632,13 +644,13 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
     samples = [text[i * 1200:(i + 1) * 1200] for i in range(24)]
     share = share_now(samples)
     tiny = [ingest_one(env, s3, text[i * 4000:i * 4000 + 2000].encode(), f"tiny-{i}.txt") for i in range(3)]
-    tiny_steps = document_seconds(costs, local_pipeline(width, os.getloadavg()[0], 0), megabytes=tiny_mb)
+    tiny_steps = document_seconds(costs, local_pipeline(width, runnable_now(), 0), megabytes=tiny_mb)
     overhead = max(0.0, statistics.median(t["seconds"] for t in tiny) - tiny_steps["total"]) / 2
     rows = []
     for run in range(runs):
-        share = share_now(samples)  # what one thread got just before, beside the load average
-        load_average = os.getloadavg()[0]
-        pipe = local_pipeline(width, load_average, overhead)
+        share = share_now(samples)  # what one thread got just before, shown beside
+        load_average, other = os.getloadavg()[0], runnable_now()
+        pipe = local_pipeline(width, other, overhead)
         predicted = document_seconds(costs, pipe, megabytes=megabytes)
         start = (run + 1) * size % max(1, len(text) - size)
         measured = ingest_one(env, s3, text[start:start + size].encode(), f"doc-{run}.txt")
@@ -647,7 +659,8 @@ def validate(costs: Costs, batches: int, runs: int) -> dict:
                          measured["cpu"].get("pipeline-embed", 0.0)),
                "store": (chunks * costs.store_s_per_chunk,
                          measured["cpu"].get("pipeline-store", 0.0) + measured["cpu"].get("postgres", 0.0))}
-        rows.append({"width": width, "loadAverage": load_average, "shareOfACore": share, "embedShare": pipe.embed_share,
+        rows.append({"width": width, "loadAverage": load_average, "otherRunnable": other, "shareOfACore": share,
+                     "embedShare": pipe.embed_share,
                      "predicted": predicted, "measured": measured, "ratio": measured["seconds"] / predicted["total"],
                      "cpu": {k: {"predicted": p, "measured": m, "ratio": m / p} for k, (p, m) in cpu.items()}})
         print(f"width {width}, run {run + 1}: predicted {predicted['total']:.1f} s, measured "
@@ -777,12 +790,13 @@ def validation_lines(validation: dict) -> list[str]:
              "deployed width, run right after (`bench/capacity.py --validate`, at `KB_EMBED_WIDTH=1` and `=2 make up`). "
              "Two predictions: the CPU each step's workers and PostgreSQL spend (from /proc), which other work on "
              "the machine does not change, and the time from upload to PROCESSED. For the time, the workers share "
-             "this machine's two cores with each other and with other work, counted as the load average when the "
-             "run starts: a step alone gets 2 / (load + 1) of a core, each of the W embedding workers "
-             "2 / (load + W); the emulator's overhead a task is calibrated on one-chunk documents. The share one "
+             "this machine's two cores with each other and with other work, counted as the threads runnable when the "
+             "run starts (R, read from /proc/loadavg over two seconds): a step alone gets 2 / (R + 1) of a core, each "
+             "of the W embedding workers 2 / (R + W); the emulator's overhead a task is calibrated on one-chunk documents. The share one "
              "thread measured just before (CPU over wall seconds of embedding a few texts) is shown beside. "
              "Target: within 25%.", "",
-             "| width | batches | load average (a thread's measured share of a core) | embed CPU s predicted / measured | store + "
+             "| width | batches | runnable R, load average (a thread's measured share of a core) | embed CPU s predicted / "
+             "measured | store + "
              "database CPU s predicted / measured | time s predicted (extract / chunk / embed / store / "
              "orchestration) | time s measured (steps' own: extract / chunk / embed summed / store) | time measured / "
              "predicted |", "|---|---|---|---|---|---|---|---|"]
@@ -790,7 +804,8 @@ def validation_lines(validation: dict) -> list[str]:
         for r in validation[width]["runs"]:
             p, m, cpu = r["predicted"], r["measured"], r["cpu"]
             steps = " / ".join(f"{m['steps'].get(k, 0):.1f}" for k in ("extract", "chunk", "embed", "store"))
-            lines.append(f"| {width} | {p['batches']} | {r['loadAverage']:.1f} ({r['shareOfACore']:.2f}) | "
+            other = f"{r['otherRunnable']:.1f}, " if "otherRunnable" in r else "-, "
+            lines.append(f"| {width} | {p['batches']} | {other}{r['loadAverage']:.1f} ({r['shareOfACore']:.2f}) | "
                          f"{cpu['embed']['predicted']:.1f} / {cpu['embed']['measured']:.1f} (x{cpu['embed']['ratio']:.2f}) | "
                          f"{cpu['store']['predicted']:.1f} / {cpu['store']['measured']:.1f} (x{cpu['store']['ratio']:.2f}) | "
                          f"**{p['total']:.1f}** ({p['extract']:.1f} / {p['chunk']:.1f} / {p['embed']:.1f} / {p['store']:.1f} / "
@@ -806,7 +821,7 @@ def validation_lines(validation: dict) -> list[str]:
                   "what the AWS figures rest on (each Lambda worker has CPU of its own). The time on this machine "
                   "depends on how much of the two cores other work leaves, and that changes within a run: the "
                   + (f"embedding workers got {min(got):.2f} to {max(got):.2f} of a core each (their CPU over their "
-                     f"steps' time) where the load average gave {min(expected):.2f} to {max(expected):.2f}. "
+                     f"steps' time) where the model gave them {min(expected):.2f} to {max(expected):.2f}. "
                      if got else "")
                   + "The Store's CPU is measured into a graph that already holds chunks, the validation's into an "
                     "empty knowledge base, and PostgreSQL's CPU in a run counts the status reads of the wait too.", ""]

@@ -100,13 +100,30 @@ def test_lambda_cpu_is_proportional_to_memory():
 
 
 def test_the_report_renders_its_tables_and_the_validation():
-    run = {"loadAverage": 3.0, "shareOfACore": 0.5, "embedShare": 0.4, "ratio": 1.1,
+    run = {"loadAverage": 3.0, "otherRunnable": 1.2, "shareOfACore": 0.5, "embedShare": 0.4, "ratio": 1.1,
            "predicted": document_seconds(COSTS, Pipeline(width=2), chunks=256),
            "measured": {"seconds": 30.0, "chunks": 256, "steps": {"embed": 20.0}, "cpu": {}},
            "cpu": {"embed": {"predicted": 10.0, "measured": 11.0, "ratio": 1.1},
                    "store": {"predicted": 1.0, "measured": 2.0, "ratio": 2.0}}}
     text = capacity.report(COSTS, {"2": {"runs": [run]}})
     assert "**Documents an hour**" in text and "**One 50 MB text file** (62,500 chunks" in text
-    assert "| 2 | 4 | 3.0 (0.50) | 10.0 / 11.0 (x1.10) | 1.0 / 2.0 (x2.00) |" in text
+    assert "| 2 | 4 | 1.2, 3.0 (0.50) | 10.0 / 11.0 (x1.10) | 1.0 / 2.0 (x2.00) |" in text
     assert "embedding CPU 1 of 1 runs" in text and "time 1 of 1" in text
     assert capacity.figures(COSTS, {"2": {"runs": [run]}})["validation"][0]["ratio"] == 1.1
+
+
+def test_other_work_is_the_threads_runnable_now_less_the_reader(monkeypatch):
+    import itertools
+
+    readings = itertools.cycle(["2.90 1.5 1.0 3/412 77\n", "2.90 1.5 1.0 1/412 77\n"])
+
+    class ProcFile:
+        def __init__(self, path):
+            assert str(path) == "/proc/loadavg"
+
+        def read_text(self):
+            return next(readings)
+
+    monkeypatch.setattr(capacity, "Path", ProcFile)
+    # the load average (2.9) lags; what runs now is 2 and 0 others, 1 on average
+    assert capacity.runnable_now(seconds=0.05, interval=0.0) == pytest.approx(1.0, abs=0.01)
