@@ -13,7 +13,6 @@ is that step's. Embed and Store are measured per chunk by capacity.py: their fig
 that model's, for this file's chunk count."""
 import argparse
 import gzip
-import json
 import multiprocessing
 import os
 import resource
@@ -21,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, local_env, save_results, scratch_database
+from common import local_env, save_results, scratch_database
 
 DOCS = Path("/usr/share/doc")
 
@@ -72,12 +71,6 @@ def run_step(step: str, event: dict) -> tuple[dict, float, float, float]:
     answer = receive.recv()
     child.join()
     return answer
-
-
-def function_settings() -> dict:
-    stages = json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"]
-    stage = next(iter(stages.values()))
-    return {name: stage["lambda_functions"][f"pipeline_{name}"] for name in ("extract", "chunk")}
 
 
 def main() -> dict:
@@ -132,7 +125,7 @@ def main() -> dict:
                     "chunk": predicted["chunks"] * costs.chunk_tokens / 1000 * costs.chunk_s_per_1k_tokens}
     results = {"megabytes": args.megabytes, "bytes": len(text), "source": str(DOCS), "steps": rows,
                "outcome": event["outcome"], "failure": event.get("failure"), "chunks": event.get("chunkCount"),
-               "batches": event.get("batchCount"), "functions": function_settings(),
+               "batches": event.get("batchCount"), "functions": {step: capacity.function_settings()[f"pipeline_{step}"] for step in ("extract", "chunk")},
                "modelledCpuSeconds": modelled, "predicted": predicted}
     print(report(results))
     save_results("big-file", args.quick, results)

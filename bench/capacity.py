@@ -88,15 +88,18 @@ EMBED_BATCH = 64  # chunks an embedding batch holds (chalicelib/ingestion/steps.
 FIFTY_MB = 50 * 2**20
 
 
+def function_settings() -> dict[str, dict]:
+    """Each function's lambda_memory_size and lambda_timeout (.chalice/config.json)."""
+    return json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"]["api"]["lambda_functions"]
+
+
 def function_memory_mb() -> dict[str, int]:
-    stage = json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"]["api"]
-    return {name: f["lambda_memory_size"] for name, f in stage["lambda_functions"].items()}
+    return {name: f["lambda_memory_size"] for name, f in function_settings().items()}
 
 
 def store_timeout_s() -> int:
-    """How long one attempt of the Store step may run (.chalice/config.json)."""
-    stage = json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"]["api"]
-    return stage["lambda_functions"]["pipeline_store"]["lambda_timeout"]
+    """How long one attempt of the Store step may run."""
+    return function_settings()["pipeline_store"]["lambda_timeout"]
 
 
 def embed_workers_per_width() -> int:
