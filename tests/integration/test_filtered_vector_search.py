@@ -123,5 +123,9 @@ def test_a_small_knowledge_base_is_sorted_exactly_and_a_larger_one_searched_thro
     seen.clear()
     monkeypatch.setattr(policy, "VECTOR_EXACT_MAX", 2)
     graph = search(principal, replace(request, debug=True))  # debug: past the results cache
-    assert [s for s in seen if "enable_sort = off" in s] and not [s for s in seen if ") + 0" in s]
+    # The graph is walked first. The index is shared with every other knowledge base of
+    # the dimension, so on a busy database the walk may stop short (hnsw.max_scan_tuples)
+    # and an exact scan tops it up: that second statement is allowed, not required.
+    vector_reads = [s for s in seen if "<=>" in s]
+    assert [s for s in seen if "enable_sort = off" in s] and vector_reads and ") + 0" not in vector_reads[0]
     assert [p.document_id for p in graph.passages] == [p.document_id for p in exact.passages]
