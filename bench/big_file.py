@@ -123,9 +123,11 @@ def main() -> dict:
         predicted = capacity.document_seconds(costs, capacity.aws_pipeline(), megabytes=args.megabytes)
         modelled = {"extract": args.megabytes * costs.extract_s_per_mb,
                     "chunk": predicted["chunks"] * costs.chunk_tokens / 1000 * costs.chunk_s_per_1k_tokens}
+    functions = capacity.function_settings()
     results = {"megabytes": args.megabytes, "bytes": len(text), "source": str(DOCS), "steps": rows,
                "outcome": event["outcome"], "failure": event.get("failure"), "chunks": event.get("chunkCount"),
-               "batches": event.get("batchCount"), "functions": {step: capacity.function_settings()[f"pipeline_{step}"] for step in ("extract", "chunk")},
+               "batches": event.get("batchCount"),
+               "functions": {step: functions[f"pipeline_{step}"] for step in ("extract", "chunk")},
                "modelledCpuSeconds": modelled, "predicted": predicted}
     print(report(results))
     save_results("big-file", args.quick, results)
