@@ -24,8 +24,34 @@ def _tokenizer() -> Tokenizer:
     return tok
 
 
+# A search counts the same short texts more than once (a passage cut to fit, then packed).
+_CACHED_CHARS = 20_000
+
+
 def count_tokens(text: str) -> int:
+    return _count_short(text) if len(text) <= _CACHED_CHARS else count_tokens_batch([text])[0]
+
+
+@lru_cache(maxsize=512)
+def _count_short(text: str) -> int:
     return count_tokens_batch([text])[0]
+
+
+def token_ends(text: str, enough: int) -> tuple[list[int], int]:
+    """Where text's first tokens end (character offsets, in order), at least `enough` of them
+    or all, and how many of text's characters they cover: only as much of the text is read
+    (a token takes a character or more). The tokens of text[:n], n within that cover and at
+    whitespace or punctuation, are the ones ending at n or before."""
+    size = max(256, enough * 6)
+    while True:
+        piece = text if size >= len(text) else text[:size]
+        if piece is not text:
+            space = _LAST_SPACE.search(piece)  # a cut at whitespace splits no token
+            piece = piece[:space.end()] if space else piece
+        ends = [end for _, end in _tokenizer().encode(piece, add_special_tokens=False).offsets]
+        if piece is text or len(ends) >= enough:
+            return ends, len(piece)
+        size *= 2
 
 
 def count_tokens_batch(texts: list[str]) -> list[int]:

@@ -4,10 +4,11 @@ Tokens are counted with the WordPiece tokenizer of all-MiniLM-L6-v2 (the
 `tokenizers` library, offline); the last passage that does not fit whole is cut
 at a sentence boundary (else at a word), ends with "..." and is marked truncated."""
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Generic, Optional, Protocol, Sequence, TypeVar
 
-from chalicelib.embeddings.tokens import count_tokens
+from chalicelib.embeddings.tokens import count_tokens, token_ends
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
 _WORD = re.compile(r"\S+")
@@ -36,7 +37,24 @@ def summarise(text: str, budget: int) -> str:
 
 def _first_sentences(text: str, budget: int, suffix: str = "") -> str:
     """The longest run of whole sentences from the start of text within budget with suffix
-    after it; '' when not even the first one fits."""
+    after it; '' when not even the first one fits. The text's first budget tokens are read
+    once: a run of sentences ends at whitespace or punctuation, so its tokens are the ones
+    ending within it. The run chosen is then counted whole, as every other count is."""
+    extra = count_tokens(suffix) if suffix else 0
+    ends, covered = token_ends(text, budget - extra + 1)
+    best = ""
+    for match in _SENTENCE_END.finditer(text):
+        candidate = text[: match.start()].rstrip()
+        if len(candidate) > covered or bisect_right(ends, len(candidate)) + extra > budget:
+            break
+        best = candidate
+    if best and count_tokens(best + suffix) > budget:  # never seen with WordPiece; the budget holds regardless
+        return _first_sentences_counted(best, budget, suffix)
+    return best
+
+
+def _first_sentences_counted(text: str, budget: int, suffix: str) -> str:
+    """As _first_sentences, each run counted whole."""
     best = ""
     for match in _SENTENCE_END.finditer(text):
         candidate = text[: match.start()].rstrip()

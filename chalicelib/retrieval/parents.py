@@ -6,8 +6,9 @@ has parents of one child: its passages are its chunks, as before.
 
 The parent is grown around the child, the next chunk first then the one before, while the
 section lasts, the tokens stay within chunkTokens and no chunk of a passage already answered is
-met; a later hit whose child lies inside a passage already answered is left out. Neighbours are read in one statement, from the child's
-own document and version, so the caller reads nothing more than the child's document allows."""
+met; a later hit whose child lies inside a passage already answered is left out. Neighbours are
+read a batch of hits at a time (usually one), from the child's own document and version, so the
+caller reads nothing more than the child's document allows."""
 from chalicelib.embeddings.tokens import count_tokens
 from chalicelib.ingestion.context import fitting_tokens
 from chalicelib.storage import chunks
@@ -27,12 +28,10 @@ def parents(conn, hits: list[Hit], kbs: dict[str, dict], top_k: int) -> list[Hit
     """The best top_k parents of the ranked hits, each the hit with its parent's text, tokens and
     span (first and last chunk index)."""
     reaches = {h.chunk_id: reach(kbs[h.kb_id]) for h in hits}
-    wanted = [h for h in hits if reaches[h.chunk_id] and h.kind == "file"]
-    rows = chunks.neighbours(conn, [h.chunk_id for h in wanted], [reaches[h.chunk_id] for h in wanted],
-                             sorted({h.kb_id for h in wanted})) if wanted else []
+    growing = [h for h in hits if reaches[h.chunk_id] and h.kind == "file"]
+    position = {h.chunk_id: i for i, h in enumerate(growing)}
     around: dict[int, dict[int, dict]] = {}
-    for row in rows:
-        around.setdefault(row["child"], {})[row["chunk_index"]] = row
+    read_to = 0  # the neighbours of growing[:read_to] are read
     out: list[Hit] = []
     taken: dict[str, list[tuple[int, int]]] = {}
     for hit in hits:
@@ -40,6 +39,14 @@ def parents(conn, hits: list[Hit], kbs: dict[str, dict], top_k: int) -> list[Hit
             break
         if any(a <= hit.chunk_index <= b for a, b in taken.get(hit.document_id, ())):
             continue  # its parent is answered already
+        if position.get(hit.chunk_id, -1) >= read_to:
+            # Read for as many hits as parents are still wanted (most hits make one), not
+            # for all the hits looked at: a second read only when some were passed over.
+            batch = growing[position[hit.chunk_id]: position[hit.chunk_id] + top_k - len(out)]
+            for row in chunks.neighbours(conn, [h.chunk_id for h in batch], [reaches[h.chunk_id] for h in batch],
+                                         sorted({h.kb_id for h in batch})):
+                around.setdefault(row["child"], {})[row["chunk_index"]] = row
+            read_to = position[hit.chunk_id] + len(batch)
         grown = _grown(hit, around.get(hit.chunk_id, {}), kbs[hit.kb_id]["chunk_tokens"],
                        taken.get(hit.document_id, ()))
         taken.setdefault(hit.document_id, []).append(grown.span or (hit.chunk_index, hit.chunk_index))
@@ -48,19 +55,18 @@ def parents(conn, hits: list[Hit], kbs: dict[str, dict], top_k: int) -> list[Hit
 
 
 def _grown(hit: Hit, near: dict[int, dict], budget: int, taken) -> Hit:
-    """The hit grown over its neighbours of the same section within the budget, never into a
-    passage already answered."""
+    """The hit grown over its neighbours (of its own section, as read) within the budget, never
+    into a passage already answered."""
     if not near:
         return hit
     first = last = hit.chunk_index
     tokens = hit.tokens or near.get(hit.chunk_index, {}).get("token_count") or 0
-    section = hit.headers
     grew = True
     while grew:
         grew = False
         for index in (last + 1, first - 1):
             row = near.get(index)
-            if (row is None or row["headers"] != section or tokens + (row["token_count"] or 0) > budget
+            if (row is None or tokens + (row["token_count"] or 0) > budget
                     or any(a <= index <= b for a, b in taken)):
                 continue
             tokens += row["token_count"] or 0

@@ -151,23 +151,25 @@ def get_readable(conn: psycopg.Connection, principal, kb_id: str, chunk_id: int)
         scope(principal, kb_id=kb_id, kb_ids=[kb_id], chunk_id=chunk_id)).fetchone()
 
 
-# Each child's neighbours read through (document_id, version, chunk_index) with the index range
-# as the index condition. As a plain join the planner, expecting a row or two a document, kept
-# the range as a filter and read every chunk of the child's document: 195 ms a search whose
-# hits lay in a document of 10,000 chunks, 2.6 ms this way (OFFSET 0 keeps the subquery apart).
-NEIGHBOURS = """SELECT w.child, n.chunk_index, n.content, n.token_count, n.headers
+# Each child's neighbours of its own section read through (document_id, version, chunk_index)
+# with the index range as the index condition. As a plain join the planner, expecting a row or
+# two a document, kept the range as a filter and read every chunk of the child's document: 195 ms
+# a search whose hits lay in a document of 10,000 chunks, 2.6 ms this way (OFFSET 0 keeps the
+# subquery apart). The section is compared here, so no row of another section is sent.
+NEIGHBOURS = """SELECT w.child, n.chunk_index, n.content, n.token_count
                   FROM unnest(%(children)s::bigint[], %(reaches)s::int[]) AS w(child, reach)
                   JOIN chunks c ON c.id = w.child AND c.kb_id = ANY(%(kb_ids)s)
                  CROSS JOIN LATERAL (
-                       SELECT n.chunk_index, n.content, n.token_count, n.headers FROM chunks n
+                       SELECT n.chunk_index, n.content, n.token_count FROM chunks n
                         WHERE n.document_id = c.document_id AND n.version = c.version AND n.kb_id = c.kb_id
                           AND n.chunk_index BETWEEN c.chunk_index - w.reach AND c.chunk_index + w.reach
+                          AND n.headers IS NOT DISTINCT FROM c.headers
                        OFFSET 0) n"""
 
 
 def neighbours(conn: psycopg.Connection, children: list[int], reaches: list[int], kb_ids: list[str]) -> list[dict]:
-    """For each child chunk, the chunks of its document's version within `reach` of its index
-    (itself included): rows of child, chunk_index, content, token_count, headers."""
+    """For each child chunk, the chunks of its document's version and its section within `reach`
+    of its index (itself included): rows of child, chunk_index, content, token_count."""
     return conn.execute(NEIGHBOURS, {"children": children, "reaches": reaches, "kb_ids": kb_ids}).fetchall()
 
 

@@ -42,9 +42,9 @@ def _hit(index, content, tokens, headers=("A",)):
 
 @pytest.mark.parametrize("budget, expected", [(200, (0, 3)), (100, (2, 3)), (60, None)])
 def test_a_parent_grows_around_its_child_within_the_budget_and_the_section(budget, expected):
-    near = {i: {"chunk_index": i, "content": f"Part {i} says something.", "token_count": 40, "headers": ["A"]}
-            for i in range(0, 5)}
-    near[4]["headers"] = ["B"]  # another section: never taken in
+    # Chunk 4 begins another section: storage's neighbours never reads it for a child of this one
+    # (the integration test of neighbours), so the parent stops at 3 whatever the budget.
+    near = {i: {"chunk_index": i, "content": f"Part {i} says something.", "token_count": 40} for i in range(0, 4)}
     grown = parents._grown(_hit(2, near[2]["content"], 40), near, budget, [])
     assert grown.span == expected
     if expected:
@@ -72,12 +72,35 @@ def test_a_parent_s_tokens_are_its_text_s_without_counting_it_again(monkeypatch)
 
     text = (ROOT / "tests" / "data" / "nodejs_api" / "api" / "permissions.html").read_bytes()
     chunks = chunk_document(extract(text, "permissions.html"), 120, 30, {})
-    near = {c.chunk_index: {"chunk_index": c.chunk_index, "content": c.content, "token_count": c.token_count,
-                            "headers": c.headers} for c in chunks}
+    def near(child):  # what storage's neighbours reads for it: the chunks of its section
+        return {c.chunk_index: {"chunk_index": c.chunk_index, "content": c.content, "token_count": c.token_count}
+                for c in chunks if c.headers == child.headers}
     counted = []
     monkeypatch.setattr(parents, "count_tokens", lambda t: counted.append(t) or count_tokens(t))
-    grown = [parents._grown(_hit(c.chunk_index, c.content, c.token_count)._replace(headers=c.headers), near, 600, [])
-             for c in chunks]
+    grown = [parents._grown(_hit(c.chunk_index, c.content, c.token_count)._replace(headers=c.headers), near(c), 600,
+                            []) for c in chunks]
     assert sum(1 for g in grown if g.span and g.span[1] - g.span[0] >= 2) >= 5  # parents of three chunks or more
     assert sum(1 for g in grown if g.span) and all(g.tokens == count_tokens(g.content) for g in grown)
     assert counted and max(map(count_tokens, counted)) <= 30 + 5  # only overlaps were tokenized, never a parent
+
+
+def test_neighbours_are_read_for_the_hits_a_parent_is_still_wanted_for(monkeypatch):
+    """A hit inside a passage already answered makes no parent: the hits after it are read then,
+    and the passages are those of reading every hit's neighbours at once."""
+    doc = {i: {"chunk_index": i, "content": f"Part {i} says something.", "token_count": 40} for i in range(30)}
+    hits = [_hit(i, doc[i]["content"], 40) for i in (5, 6, 20, 12, 27)]  # 6 lies in 5's parent
+    reads = []
+
+    def neighbours(conn, children, reaches, kb_ids):
+        reads.append([c - 100 for c in children])
+        return [{"child": c, **doc[i]} for c, r in zip(children, reaches)
+                for i in range(c - 100 - r, c - 100 + r + 1) if i in doc]
+    monkeypatch.setattr(parents.chunks, "neighbours", neighbours)
+    monkeypatch.setattr(parents, "reach", lambda kb: 2)
+    kbs = {"kb_1": _kb(chunk_tokens=120)}  # parents of three chunks of 40 tokens
+    answered = parents.parents(None, hits, kbs, 3)
+    assert reads == [[5, 6, 20], [12]]  # three wanted, then one more once 6 was passed over
+    assert [h.span for h in answered] == [(4, 6), (19, 21), (11, 13)]
+    reads.clear()
+    assert [h.span for h in parents.parents(None, hits, kbs, 5)] == [(4, 6), (19, 21), (11, 13), (26, 28)]
+    assert reads == [[5, 6, 20, 12, 27]]
