@@ -4,6 +4,8 @@ chosen from.
 
     .venv/bin/python bench/store_rate.py [--base 50000] [--chunks 2000] [--sizes 250,500,1000,2000]
                                          [--writers 1,2] [--spread]      (make up first)
+    .venv/bin/python bench/store_rate.py --into kb_bench ...   (the cases only, into the largest
+                                         knowledge base of a database that holds one already)
 
 A scratch database of its own (migrated) is first filled with --base chunks of random
 384-dimension vectors (the local model's, into the live HNSW graph and BM25's postings) in one
@@ -15,7 +17,11 @@ statistics rows its writers share), with --spread each into a knowledge base of 
 Reported per case: chunks stored per second (all writers' chunks over the wall time), and the
 median seconds of one batch's transaction. The table grows as the cases run (each case's
 documents stay), so the cases alternate small and large batches. The last line is the results
-as JSON."""
+as JSON.
+
+Filling through the Store path runs at the store rate itself (a million chunks would take hours
+here); --into instead stores the cases into the largest knowledge base of an existing database,
+such as the one bench/retrieval.py grows to a million chunks by bulk load and index builds."""
 import argparse
 import json
 import os
@@ -110,12 +116,17 @@ def table_rows() -> int:
         return conn.execute("SELECT count(*) AS n FROM chunks").fetchone()["n"]
 
 
+def largest_kb() -> str:
+    with connection() as conn:
+        return conn.execute("SELECT kb_id FROM chunks GROUP BY kb_id ORDER BY count(*) DESC LIMIT 1").fetchone()["kb_id"]
+
+
 def run(args) -> list[dict]:
     from chalicelib.auth import issue_key
 
     principal, _ = issue_key("org-bench", "alice")
-    base_kb = new_kb(principal, "Archive")
-    started, filled = time.perf_counter(), 0
+    base_kb = largest_kb() if args.into else new_kb(principal, "Archive")
+    started, filled = time.perf_counter(), table_rows() if args.into else 0
     limits.STORE_BATCH_CHUNKS = 2000
     while filled < args.base:  # documents of 10,000 chunks, as an archive's large files would be
         n, errors = min(10_000, args.base - filled), []
@@ -146,10 +157,19 @@ def main() -> None:
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[250, 500, 1000, 2000])
     parser.add_argument("--writers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     parser.add_argument("--spread", action="store_true", help="each writer into a knowledge base of its own")
+    parser.add_argument("--into", metavar="DATABASE", help="an existing database's largest knowledge base (its "
+                        "documents stay), not a scratch database filled to --base")
     args = parser.parse_args()
-    with scratch_database("kb_store_rate"):
+    if args.into:
+        from bench.common import local_env
+        os.environ["DATABASE_URL"] = local_env()["DATABASE_URL"].replace("/kb?", f"/{args.into}?")
+        os.environ["DATABASE_TIMEOUTS"] = "pipeline"
+        args.base = table_rows()
         results = run(args)
-    print(json.dumps({"base": args.base, "spread": args.spread, "cases": results}))
+    else:
+        with scratch_database("kb_store_rate"):
+            results = run(args)
+    print(json.dumps({"base": args.base, "spread": args.spread, "into": args.into, "cases": results}))
 
 
 if __name__ == "__main__":
