@@ -94,7 +94,10 @@ key:
 	@[ -n "$(ORG)" ] && [ -n "$(USER)" ] || { echo "usage: make key ORG=<org> USER=<user> [ROLE=admin|editor|viewer] [GROUPS=a,b]"; exit 2; }
 	@$(PY) localstack/stack.py key "$(ORG)" "$(USER)" $(if $(ROLE),--role "$(ROLE)") $(if $(RATE),--rate "$(RATE)") $(if $(GROUPS),--groups "$(GROUPS)")
 
-test: install test-install checkov redis chromium qemu
+# The suite's two environments are installed at once (a pip is mostly one core): the test packages
+# into .venv once `install` is done with it, and checkov's own; apt-get's installs one at a time before.
+test: install redis chromium qemu
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-install checkov
 	@$(PY) localstack/stack.py up --no-demo >/dev/null
 	$(PY) tests/run.py $(PYTEST_ARGS)
 
