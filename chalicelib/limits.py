@@ -180,13 +180,13 @@ MAX_CHUNKS_PER_DOCUMENT = 120_000
 # version's in transactions of DELETE_BATCH_CHUNKS (storage/chunk_versions.py); each holds the
 # knowledge base's BM25 statistics rows (which a writer of the same knowledge base waits for)
 # until it commits, and must commit inside the pipeline's statement and lock timeouts on a busy
-# database: the smaller batch stored as fast, and held the lock half as long, well inside the
-# 30 s a writer of the same knowledge base waits for it. STORE_CONCURRENCY documents are stored
-# at once (the Store function's reserved concurrency, StoreConcurrency in infra/template.yaml):
-# a second writer added little to the chunks stored a second and doubled each batch's time, so
-# more would only queue on each other's locks; fewer would leave a second large document
-# waiting out its throttle retries. Both chosen from
-# `.venv/bin/python bench/store_rate.py --base 5000 --chunks 1000` (docs/aws.md has its figures).
+# database: into a knowledge base of a million chunks the smaller batch stored as fast as larger
+# ones and held the lock a quarter as long as a batch of 1,000, well inside the 30 s a writer of
+# the same knowledge base waits for it. STORE_CONCURRENCY documents are stored at once (the Store
+# function's reserved concurrency, StoreConcurrency in infra/template.yaml): a second writer
+# nearly doubled the chunks stored a second; the default stays at the two a small database keeps
+# up with, raised with its capacity. Both chosen from `.venv/bin/python bench/store_rate.py
+# --into kb_bench` on the retrieval benchmark's million chunks (docs/aws.md has its figures).
 STORE_BATCH_CHUNKS = 250
 STORE_CONCURRENCY = 2
 DELETE_BATCH_CHUNKS = 2000
