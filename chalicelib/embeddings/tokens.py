@@ -44,10 +44,7 @@ def token_ends(text: str, enough: int) -> tuple[list[int], int]:
     whitespace or punctuation, are the ones ending at n or before."""
     size = max(256, enough * 6)
     while True:
-        piece = text if size >= len(text) else text[:size]
-        if piece is not text:
-            space = _LAST_SPACE.search(piece)  # a cut at whitespace splits no token
-            piece = piece[:space.end()] if space else piece
+        piece = text if size >= len(text) else text[:_whole_words_end(text, size)]
         ends = [end for _, end in _tokenizer().encode(piece, add_special_tokens=False).offsets]
         if piece is text or len(ends) >= enough:
             return ends, len(piece)
@@ -81,8 +78,14 @@ def _slices(text: str) -> Iterator[str]:
     """The text in slices of at most PIECE_CHARS, each cut after its last whitespace (a run of
     PIECE_CHARS without any is cut where it stands)."""
     while len(text) > PIECE_CHARS:
-        space = _LAST_SPACE.search(text, 0, PIECE_CHARS)
-        cut = space.end() if space else PIECE_CHARS
+        cut = _whole_words_end(text, PIECE_CHARS)
         yield text[:cut]
         text = text[cut:]
     yield text
+
+
+def _whole_words_end(text: str, limit: int) -> int:
+    """Where text[:limit] ends after its last whitespace (a cut there splits no token); limit
+    when it has none."""
+    space = _LAST_SPACE.search(text, 0, limit)
+    return space.end() if space else limit

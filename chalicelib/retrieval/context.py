@@ -42,23 +42,18 @@ def _first_sentences(text: str, budget: int, suffix: str = "") -> str:
     ending within it. The run chosen is then counted whole, as every other count is."""
     extra = count_tokens(suffix) if suffix else 0
     ends, covered = token_ends(text, budget - extra + 1)
-    best = ""
-    for match in _SENTENCE_END.finditer(text):
-        candidate = text[: match.start()].rstrip()
-        if len(candidate) > covered or bisect_right(ends, len(candidate)) + extra > budget:
-            break
-        best = candidate
+    best = _longest_run(text, lambda run: len(run) <= covered and bisect_right(ends, len(run)) + extra <= budget)
     if best and count_tokens(best + suffix) > budget:  # never seen with WordPiece; the budget holds regardless
-        return _first_sentences_counted(best, budget, suffix)
+        return _longest_run(best, lambda run: count_tokens(run + suffix) <= budget)
     return best
 
 
-def _first_sentences_counted(text: str, budget: int, suffix: str) -> str:
-    """As _first_sentences, each run counted whole."""
+def _longest_run(text: str, fits) -> str:
+    """The longest run of whole sentences from the start of text that fits; '' if none."""
     best = ""
     for match in _SENTENCE_END.finditer(text):
         candidate = text[: match.start()].rstrip()
-        if count_tokens(candidate + suffix) > budget:
+        if not fits(candidate):
             break
         best = candidate
     return best

@@ -39,14 +39,15 @@ def parents(conn, hits: list[Hit], kbs: dict[str, dict], top_k: int) -> list[Hit
             break
         if any(a <= hit.chunk_index <= b for a, b in taken.get(hit.document_id, ())):
             continue  # its parent is answered already
-        if position.get(hit.chunk_id, -1) >= read_to:
+        at = position.get(hit.chunk_id, -1)
+        if at >= read_to:
             # Read for as many hits as parents are still wanted (most hits make one), not
             # for all the hits looked at: a second read only when some were passed over.
-            batch = growing[position[hit.chunk_id]: position[hit.chunk_id] + top_k - len(out)]
+            batch = growing[at: at + top_k - len(out)]
             for row in chunks.neighbours(conn, [h.chunk_id for h in batch], [reaches[h.chunk_id] for h in batch],
                                          sorted({h.kb_id for h in batch})):
                 around.setdefault(row["child"], {})[row["chunk_index"]] = row
-            read_to = position[hit.chunk_id] + len(batch)
+            read_to = at + len(batch)
         grown = _grown(hit, around.get(hit.chunk_id, {}), kbs[hit.kb_id]["chunk_tokens"],
                        taken.get(hit.document_id, ()))
         taken.setdefault(hit.document_id, []).append(grown.span or (hit.chunk_index, hit.chunk_index))
