@@ -114,15 +114,21 @@ def scratch_database(prefix: str):
     name = f"{prefix}_{secrets.token_hex(3)}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    url = admin.replace("/kb?", f"/{name}?")
     try:
-        migrate(url)
-        os.environ["DATABASE_URL"], os.environ["DATABASE_TIMEOUTS"] = url, "pipeline"
-        yield url
+        migrate(admin.replace("/kb?", f"/{name}?"))
+        yield use_database(name)
     finally:
         db.reset()
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def use_database(name: str) -> str:
+    """Points the service code at the local stack's database of that name, with the pipeline's
+    timeouts; returns its URL."""
+    url = local_env()["DATABASE_URL"].replace("/kb?", f"/{name}?")
+    os.environ["DATABASE_URL"], os.environ["DATABASE_TIMEOUTS"] = url, "pipeline"
+    return url
 
 
 @contextmanager

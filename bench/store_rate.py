@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import scratch_database  # noqa: E402
+from bench.common import scratch_database, use_database  # noqa: E402
 from chalicelib import limits  # noqa: E402
 from chalicelib.ingestion.model import Chunk  # noqa: E402
 from chalicelib.storage import chunk_versions, connection, db, document_status, knowledge_bases  # noqa: E402
@@ -126,7 +126,7 @@ def run(args) -> list[dict]:
 
     principal, _ = issue_key("org-bench", "alice")
     base_kb = largest_kb() if args.into else new_kb(principal, "Archive")
-    started, filled = time.perf_counter(), table_rows() if args.into else 0
+    started, filled = time.perf_counter(), args.base if args.into else 0  # --into: the table as it is
     limits.STORE_BATCH_CHUNKS = 2000
     while filled < args.base:  # documents of 10,000 chunks, as an archive's large files would be
         n, errors = min(10_000, args.base - filled), []
@@ -161,9 +161,7 @@ def main() -> None:
                         "documents stay), not a scratch database filled to --base")
     args = parser.parse_args()
     if args.into:
-        from bench.common import local_env
-        os.environ["DATABASE_URL"] = local_env()["DATABASE_URL"].replace("/kb?", f"/{args.into}?")
-        os.environ["DATABASE_TIMEOUTS"] = "pipeline"
+        use_database(args.into)
         args.base = table_rows()
         results = run(args)
     else:
