@@ -25,6 +25,7 @@ such as the one bench/retrieval.py grows to a million chunks by bulk load and in
 import argparse
 import json
 import os
+import secrets
 import statistics
 import sys
 import threading
@@ -43,6 +44,7 @@ from chalicelib.storage import chunk_versions, connection, db, document_status, 
 WORDS = ["lighthouse", "keeper", "harbour", "storm", "lamp", "tide", "rock", "gull", "ship", "fog",
          "ledger", "cargo", "sail", "anchor", "mast", "reef", "beacon", "rope", "bell", "chart"]
 DIM = 384
+RUN = secrets.token_hex(3)
 
 
 def chunks(n: int, seed: int) -> list[Chunk]:
@@ -93,7 +95,10 @@ def store(kb_id: str, doc_id: str, batch: list[Chunk], errors: list) -> None:
 def case(kb_ids: list[str], size: int, n: int, seed: int) -> dict:
     limits.STORE_BATCH_CHUNKS = size
     timed = chunk_versions.stage = Timed()
-    work = [(kb_id, new_document(kb_id, f"w{seed}-{i}.md"), chunks(n, seed + i)) for i, kb_id in enumerate(kb_ids)]
+    # Names of this run alone: under --into an earlier run's document of the same name is stored
+    # already, and Store resumes it (storing nothing) instead of writing it again.
+    work = [(kb_id, new_document(kb_id, f"w{RUN}-{seed}-{i}.md"), chunks(n, seed + i))
+            for i, kb_id in enumerate(kb_ids)]
     errors: list = []
     threads = [threading.Thread(target=store, args=(*w, errors)) for w in work]
     failed = None
@@ -135,7 +140,7 @@ def run(args) -> list[dict]:
             raise errors[0]
         filled += n
         print(f"  base: {filled:,} chunks, {filled / (time.perf_counter() - started):.0f}/s", flush=True)
-    results = []
+    results, rows = [], table_rows()
     sizes = args.sizes
     order = [s for pair in zip(sizes, reversed(sizes)) for s in pair][:len(sizes)]  # small and large alternate
     for writers in args.writers:
@@ -143,6 +148,9 @@ def run(args) -> list[dict]:
             kbs = ([new_kb(principal, f"Spread {writers}-{size}-{i}") for i in range(writers)] if args.spread
                    else [base_kb] * writers)
             result = {**case(kbs, size, args.chunks, seed=len(results) * 100), "tableRows": table_rows()}
+            if result["tableRows"] - rows != result["chunks"] and not result["failed"]:  # a rate of nothing stored
+                result["failed"] = f"stored {result['tableRows'] - rows:,} of {result['chunks']:,} chunks"
+            rows = result["tableRows"]
             print(f"batch {size:>5}, writers {writers}: {result['chunksPerSecond']:>7.1f} chunks/s,"
                   + (f" FAILED ({result['failed']})," if result["failed"] else "") +
                   f" batch p50 {result['batchSecondsMedian']} s, table {result['tableRows']:,} rows", flush=True)
