@@ -33,8 +33,9 @@ def _near(probe: np.ndarray, n: int, sigma: float, rng) -> np.ndarray:
 
 @pytest.fixture
 def crowded(tenant):
-    """Two knowledge bases of 2,000 and 4,000 chunks in the one index of their dimension: the
-    crowd's right around the probe, the other's further out, beyond the nearest ef_search."""
+    """Two knowledge bases of 600 and 4,000 chunks in the one index of their dimension: the
+    crowd's right around the probe (fifteen times the ef_search below), the other's further
+    out, beyond the nearest ef_search."""
     principal, _ = tenant
     rng = np.random.default_rng(12)
     probe = rng.normal(0, 1, DIM).astype("float32")
@@ -42,7 +43,7 @@ def crowded(tenant):
     crowd = create_knowledge_base(principal, name="Crowd", description="")
     kb = create_knowledge_base(principal, name="Far", description="")
     with connection() as conn:
-        _fill(conn, crowd["id"], f"doc_{crowd['id']}", _near(probe, 2000, 0.01, rng), ["red"] * 2000)
+        _fill(conn, crowd["id"], f"doc_{crowd['id']}", _near(probe, 600, 0.01, rng), ["red"] * 600)
         # 4,000: fewer, and the planner sorts them exactly rather than scan a graph of m 24
         _fill(conn, kb["id"], f"doc_{kb['id']}", _near(probe, 4000, 0.08, rng), ["blue"] * 4000)
         conn.execute("ANALYZE chunks")
