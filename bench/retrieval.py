@@ -477,7 +477,7 @@ def main() -> dict:
     parser.add_argument("--queries", type=int, default=30, help="queries per latency run")
     args = parser.parse_args()
     rng = random.Random(7)
-    docs = corpus(200 if args.quick else None)
+    docs = corpus(100 if args.quick else None)
     queries, qrels = queries_and_qrels({d["_id"] for d in docs})
     principal, key, kb, flat, doc_to_corpus = setup(docs)
     print(f"corpus: {len(docs)} SciFact abstracts, {len(flat)} chunks; {len(queries)} train queries")
