@@ -1,17 +1,17 @@
-"""The `kb` command line, driven as a subprocess against the running local stack, as a
-fresh tenant of its own (a key issued as `make key` does)."""
+"""The `kb` command line, each command a process of its own (tests/cli/forked.py) against the
+running local stack, as a fresh tenant of its own (a key issued as `make key` does)."""
 import json
 import os
 import secrets
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pytest
 
+from tests.cli.forked import Runner
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_key
 
@@ -21,6 +21,9 @@ REAL_FILES = {"crazyones.pdf": "crazyones.pdf", "pypdf-extract-text.md": "pypdf-
               "two-different-pages.pdf": "word/nested/two-different-pages.pdf"}
 
 
+_runner: Optional[Runner] = None
+
+
 @dataclass
 class Cli:
     env: dict
@@ -28,8 +31,9 @@ class Cli:
 
     def run(self, *args: str, expect: Optional[int] = 0, stdin: Optional[str] = None,
             env: Optional[dict] = None, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "kbcli", *args], capture_output=True, text=True,
-                              input=stdin, env=env or self.env, cwd=cwd or self.cwd, timeout=300)
+        global _runner
+        _runner = _runner or Runner(clean_env())
+        done = _runner.run(list(args), env=env or self.env, cwd=cwd or self.cwd, stdin=stdin, timeout=300)
         # Whatever happens, a person never sees a traceback.
         assert "Traceback" not in done.stderr + done.stdout, done.stderr
         if expect is not None:
