@@ -125,6 +125,12 @@ def test_a_small_knowledge_base_is_sorted_exactly_and_a_larger_one_searched_thro
     assert [s for s in seen if ") + 0" in s] and not [s for s in seen if "enable_sort" in s]
     seen.clear()
     monkeypatch.setattr(policy, "VECTOR_EXACT_MAX", 2)
+    # The index is shared with every knowledge base the suite has made (and deleted) meanwhile,
+    # and at the service's ef_search a walk through it missed the plainly nearest passage in
+    # two of seven whole runs: recall is the benchmarks' to measure (bench/retrieval.py's HNSW
+    # sweep). Here the walk is made wide enough to be all but exact, so what this test checks
+    # (the plan, the scope, the scores) cannot fail by chance.
+    monkeypatch.setattr(policy, "ef_search_for", lambda top_k, index_rows=0: 1000)
     graph = search(principal, replace(request, debug=True))  # debug: past the results cache
     # The graph is walked first. The index is shared with every other knowledge base of
     # the dimension, so on a busy database the walk may stop short (hnsw.max_scan_tuples)
@@ -135,7 +141,7 @@ def test_a_small_knowledge_base_is_sorted_exactly_and_a_larger_one_searched_thro
     # the rest may come in another order, but the plainly nearest passage is found, and no
     # passage the graph returns is nearer than the exact one of its rank.
     assert len(graph.passages) == len(exact.passages) == 3
-    assert graph.passages[0].document_id == exact.passages[0].document_id
+    assert graph.passages[0].document_id == exact.passages[0].document_id, (graph.passages, exact.passages)
     assert {p.knowledge_base_id for p in graph.passages} == {kb["id"]}
     for found, best in zip(graph.passages, exact.passages):
         assert found.scores.vector <= best.scores.vector + 1e-6
