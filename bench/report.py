@@ -275,15 +275,16 @@ def chunking_json(chunking: dict) -> list[dict]:
              **({"againstFixed": r["paired"]} if "paired" in r else {})} for r in chunking["rows"]]
 
 
-def provenance(run: dict | None, used: list[Path], others: list[str]) -> list[str]:
+def provenance(run: dict | None, used: list[Path], others: list[str], commit: bool = True) -> list[str]:
     """The run the report comes from; a report written again (--report-only) from results of other runs
-    says which, and when each of its results was written."""
+    says which, and when each of its results was written. docs/benchmarks.md, written for users, leaves
+    the commit to benchmarks.json's `run`."""
     lines = []
     if run:
         load_avg = run["loadAverage"]
         lines.append(f"Run started {run['startedAt'].replace('T', ' ')[:16]} UTC"
                      + (f", ended {run['endedAt'].replace('T', ' ')[:16]} UTC" if run.get("endedAt") else "")
-                     + f", at commit {run['commit']}; load average (1 min) {load_avg['start']:.2f} at the start"
+                     + (f", at commit {run['commit']}" if commit else "") + f"; load average (1 min) {load_avg['start']:.2f} at the start"
                      + (f", {load_avg['end']:.2f} at the end" if load_avg.get("end") is not None else "") + ".")
     if others:
         written = sorted(((p.stem, datetime.fromtimestamp(p.stat().st_mtime, timezone.utc)) for p in used),
@@ -301,7 +302,8 @@ def markdown(ours: dict, peer: dict, ingest: str, images: list[str], quick: bool
         "# Benchmarks", "",
         f"Produced by `{COMMAND}{' QUICK=1' if quick else ''}` on "
         f"{(run or {}).get('startedAt', '')[:10] or datetime.now(timezone.utc).strftime('%Y-%m-%d')}; "
-        f"machine: {(run or {}).get('machine') or machine()}.", "", *provenance(run, used, others),
+        f"machine: {(run or {}).get('machine') or machine()}.", "",
+        *provenance(run, used, others, commit=quick or bool(others)),
         *seed_targets_section(targets or []),
         "## Retrieval quality", "",
         f"SciFact subset: {ours['corpus']} abstracts ({ours['chunks']} chunks), {ours['queries']} train queries "
@@ -924,7 +926,7 @@ def web_syntax_note() -> str:
             f"a question in web-search syntax (\"phrase\", OR, -word) to it, where the exact reference scores its words. "
             f"{len(held)} of the {len(queries)} questions {'is' if len(held) == 1 else 'are'} "
             f"({'' if len(held) == 1 else 'e.g. '}“{held[0].rstrip('.')}”). On the corpus alone, compared question "
-            "by question (2026-11-26), such questions were the only ones whose rankings differed: no chunk holds "
+            "by question, such questions were the only ones whose rankings differed: no chunk holds "
             "that phrase, so the service answered nothing.")
 
 
