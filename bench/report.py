@@ -284,7 +284,8 @@ def provenance(run: dict | None, used: list[Path], others: list[str], commit: bo
         load_avg = run["loadAverage"]
         lines.append(f"Run started {run['startedAt'].replace('T', ' ')[:16]} UTC"
                      + (f", ended {run['endedAt'].replace('T', ' ')[:16]} UTC" if run.get("endedAt") else "")
-                     + (f", at commit {run['commit']}" if commit else "") + f"; load average (1 min) {load_avg['start']:.2f} at the start"
+                     + (f", at commit {run['commit']}" if commit else "")
+                     + f"; load average (1 min) {load_avg['start']:.2f} at the start"
                      + (f", {load_avg['end']:.2f} at the end" if load_avg.get("end") is not None else "") + ".")
     if others:
         written = sorted(((p.stem, datetime.fromtimestamp(p.stat().st_mtime, timezone.utc)) for p in used),
