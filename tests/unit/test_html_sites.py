@@ -143,6 +143,43 @@ DESCRIPTION = ("Order the widgets of the gadget by weight, heaviest first, unles
                "frob-seal refuses a gadget whose widgets are not ordered.")
 
 
+# A manual's list of its pages, as a keyword index or a sitemap is: every entry a link with a
+# few words after it.
+PAGE_LIST = b"""<!DOCTYPE html><html><head><title>Frob documentation</title></head><body>
+<h1>Documentation</h1><p>The frob manual.</p>
+<ul>
+<li><a href="frob-sort.html">Sorting widgets</a> &rarr; order the widgets of a gadget by weight</li>
+<li><a href="frob-seal.html">Sealing a gadget</a> &rarr; keep its widgets in place</li>
+<li><a href="frob-wrap.html">Wrapping reports</a> &rarr; the widget report at a given width</li>
+<li><a href="frob-prune.html">Pruning</a> &rarr; remove widgets no gadget refers to</li>
+</ul>
+<dl><dt><a href="frobhooks.html">Hooks</a></dt><dd>commands run before and after each step</dd></dl>
+</body></html>"""
+
+# An API reference as Sphinx renders one: each signature's types are links, each with its
+# description after it.
+API_PAGE = b"""<!DOCTYPE html><html><head><title>Widget protocol</title></head><body>
+<h1>Widget protocol</h1>
+<dl class="c function"><dt class="sig"><a href="gadget.html#Widget">Widget</a> *Frob_Sort(<a href="gadget.html#Gadget">Gadget</a> *g)</dt>
+<dd><p>Order the widgets of <em>g</em> by weight, the heaviest first.</p></dd></dl>
+<dl class="c function"><dt class="sig"><a href="gadget.html#Widget">Widget</a> *Frob_Seal(<a href="gadget.html#Gadget">Gadget</a> *g)</dt>
+<dd><p>Seal <em>g</em> so that its widgets stay put.</p></dd></dl>
+</body></html>"""
+
+
+def test_an_index_of_pages_has_nothing_to_index_and_says_so():
+    """Its entries repeat the titles of the pages they lead to: indexed, they answered in
+    those pages' places."""
+    extracted = extract(PAGE_LIST, "docs.html")
+    assert extracted.sections == [] and "index of links" in extracted.note
+
+
+@pytest.mark.parametrize("page", [COMMAND_INDEX, API_PAGE], ids=["command-index-in-a-manual-page", "api-signatures"])
+def test_a_page_with_linked_terms_and_text_of_its_own_is_content(page):
+    extracted = extract(page, "frob.html")
+    assert extracted.note is None and "Order the widgets" in _text(extracted)
+
+
 def test_a_short_synopsis_is_chunked_with_the_description_after_it():
     """Below the floor (40 tokens), a synopsis joined the section after it already."""
     extracted = Extracted(TEXT, [

@@ -279,6 +279,65 @@ _CGI_HEADER = re.compile(rb"\A\s*(?:[A-Za-z][A-Za-z0-9-]*:[^\n]*\r?\n)+\r?\n(?=\
 
 
 NAVIGATION_ONLY = "the page holds only navigation and headings: nothing to index"
+INDEX_ONLY = "the page is an index of links to other pages: nothing to index"
+# A page whose text is almost all entries led by a link (list items, definition terms with
+# their descriptions, table rows) is an index: a sitemap, a keyword or function index, a
+# cross-reference, a list of the manual's pages. Its entries only repeat the titles of the
+# pages they lead to, and in a search they took the place of those pages (bench/manuals.py:
+# SQLite's docs.html, doc_target_crossref.html in a top 5). On Debian's sqlite3-doc the
+# indexes hold 0.92 to 1.00 of their text in such entries; the next pages, lists of
+# constants and virtual tables with a paragraph each, 0.81 to 0.88; a command index
+# inside a manual page (AsciiDoc's NAME, prose, then the commands) about 0.8.
+INDEX_ENTRY_SHARE = 0.9
+INDEX_TERM_LINK_SHARE = 2 / 3
+
+
+def _text_length(element) -> int:
+    return len("".join("".join(element.itertext()).split()))
+
+
+def _link_share(element) -> float:
+    total = _text_length(element)
+    return sum(_text_length(a) for a in element.iter("a") if a.get("href")) / total if total else 0.0
+
+
+def _led_by_link(entry) -> bool:
+    """An item or row whose first text is a link's or that is mostly link text; a term that is
+    mostly a link (not a signature whose types are links, as Sphinx renders an API)."""
+    if entry.tag == "dt":
+        return _link_share(entry) >= INDEX_TERM_LINK_SHARE
+    def first(node):
+        if node is not entry and node.tag == "a" and node.get("href"):
+            return "link"
+        if (node.text or "").strip():
+            return "text"
+        for child in node:
+            if isinstance(child.tag, str) and (found := first(child)):
+                return found
+            if (child.tail or "").strip():
+                return "text"
+        return None
+
+    return first(entry) == "link" or _link_share(entry) >= NAVIGATION_LINK_SHARE
+
+
+def _is_index_page(tree) -> bool:
+    """At least INDEX_ENTRY_SHARE of the body's text (headings aside) is in entries led by a link."""
+    total = len("".join("".join(tree.xpath(_CONTENT_TEXT)).split()))
+    if not total:
+        return False
+    led, counted = 0, set()
+    for entry in tree.iter("li", "dt", "tr"):
+        if any(a in counted for a in entry.iterancestors()):
+            continue
+        counted.add(entry)
+        if _led_by_link(entry):
+            led += _text_length(entry)
+            description = entry.getnext()
+            if entry.tag == "dt" and description is not None and description.tag == "dd":
+                counted.add(description)
+                led += _text_length(description)
+    return led >= INDEX_ENTRY_SHARE * total
 
 
 def read_html(data: bytes) -> Extracted:
@@ -297,6 +356,8 @@ def read_html(data: bytes) -> Extracted:
             # A chapter page of Texinfo output is its title and a menu: nothing to search,
             # and nothing wrong with it either.
             return Extracted(HTML, [], note=NAVIGATION_ONLY)
+        if _is_index_page(tree):
+            return Extracted(HTML, [], note=INDEX_ONLY)
         markup = lxml.html.tostring(tree, encoding="unicode")
         sections = _main_content(tree)
     if sections is None:
