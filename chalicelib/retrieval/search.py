@@ -5,7 +5,7 @@ Scores per strategy (a passage's `similarity`, the order of the results):
 - keyword: BM25 (chalicelib/retrieval/bm25.py: k1 1.2, b 0.75, exact) as a share of the most a
   chunk could score for this question (every term, often), 0..1;
 - hybrid: each list's scores min-max normalised over its candidates, then weighted
-  (hybridWeights, semantic 0.5 and keyword 0.5 unless asked), summed and divided by the
+  (hybridWeights, semantic 0.7 and keyword 0.3 unless asked), summed and divided by the
   weights of the lists that found anything, so 1.0 means "ranked first by every list that
   found something" (see fuse).
 
