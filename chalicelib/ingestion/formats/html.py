@@ -321,10 +321,10 @@ def _led_by_link(entry) -> bool:
     return first(entry) == "link" or _link_share(entry) >= NAVIGATION_LINK_SHARE
 
 
-def _is_index_page(tree) -> bool:
-    """At least INDEX_ENTRY_SHARE of the body's text (headings aside) is in entries led by a link."""
-    total = len("".join("".join(tree.xpath(_CONTENT_TEXT)).split()))
-    if not total:
+def _is_index_page(tree, content_length: int) -> bool:
+    """At least INDEX_ENTRY_SHARE of the body's text (headings aside; content_length characters
+    without spaces) is in entries led by a link."""
+    if not content_length:
         return False
     led, counted = 0, set()
     for entry in tree.iter("li", "dt", "tr"):
@@ -337,7 +337,7 @@ def _is_index_page(tree) -> bool:
             if entry.tag == "dt" and description is not None and description.tag == "dd":
                 counted.add(description)
                 led += _text_length(description)
-    return led >= INDEX_ENTRY_SHARE * total
+    return led >= INDEX_ENTRY_SHARE * content_length
 
 
 def read_html(data: bytes) -> Extracted:
@@ -352,11 +352,12 @@ def read_html(data: bytes) -> Extracted:
     else:
         title = " ".join("".join(tree.xpath("//head/title//text()")).split())[:200] or None
         _prune_navigation(tree)
-        if tree.find("body") is not None and not "".join(tree.xpath(_CONTENT_TEXT)).strip():
+        content_length = len("".join("".join(tree.xpath(_CONTENT_TEXT)).split()))
+        if tree.find("body") is not None and not content_length:
             # A chapter page of Texinfo output is its title and a menu: nothing to search,
             # and nothing wrong with it either.
             return Extracted(HTML, [], note=NAVIGATION_ONLY)
-        if _is_index_page(tree):
+        if _is_index_page(tree, content_length):
             return Extracted(HTML, [], note=INDEX_ONLY)
         markup = lxml.html.tostring(tree, encoding="unicode")
         sections = _main_content(tree)
