@@ -166,6 +166,13 @@ API_PAGE = b"""<!DOCTYPE html><html><head><title>Widget protocol</title></head><
 <dd><p>Seal <em>g</em> so that its widgets stay put.</p></dd></dl>
 </body></html>"""
 
+# An older site's layout: one table row holding the menu beside the page's text.
+LAYOUT_PAGE = b"""<!DOCTYPE html><html><head><title>Frob: introduction</title></head><body>
+<table><tr><td><ul><li><a href="index.html">Home</a></li><li><a href="intro.html">Introduction</a></li>
+<li><a href="docs.html">Documentation</a></li></ul></td>
+<td><h1>Introduction</h1><p>Order the widgets of a gadget with frob, then seal it.</p></td></tr></table>
+</body></html>"""
+
 
 def test_an_index_of_pages_has_nothing_to_index_and_says_so():
     """Its entries repeat the titles of the pages they lead to: indexed, they answered in
@@ -174,7 +181,8 @@ def test_an_index_of_pages_has_nothing_to_index_and_says_so():
     assert extracted.sections == [] and "index of links" in extracted.note
 
 
-@pytest.mark.parametrize("page", [COMMAND_INDEX, API_PAGE], ids=["command-index-in-a-manual-page", "api-signatures"])
+@pytest.mark.parametrize("page", [COMMAND_INDEX, API_PAGE, LAYOUT_PAGE],
+                         ids=["command-index-in-a-manual-page", "api-signatures", "menu-beside-the-text"])
 def test_a_page_with_linked_terms_and_text_of_its_own_is_content(page):
     extracted = extract(page, "frob.html")
     assert extracted.note is None and "Order the widgets" in _text(extracted)

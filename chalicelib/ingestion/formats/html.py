@@ -292,6 +292,10 @@ INDEX_ENTRY_SHARE = 0.9
 INDEX_TERM_LINK_SHARE = 2 / 3
 
 
+# What a table row of data does not hold: a row holding these lays out a page.
+_LAYOUT = ("table", "div", "p", "ul", "ol", "dl", "pre")
+
+
 def _text_length(element) -> int:
     return len("".join("".join(element.itertext()).split()))
 
@@ -330,6 +334,8 @@ def _is_index_page(tree, content_length: int) -> bool:
     for entry in tree.iter("li", "dt", "tr"):
         if any(a in counted for a in entry.iterancestors()):
             continue
+        if entry.tag == "tr" and next(entry.iter(*_LAYOUT), None) is not None:
+            continue  # a layout table's row (a menu beside the page's text): its entries count on their own
         counted.add(entry)
         if _led_by_link(entry):
             led += _text_length(entry)
