@@ -35,7 +35,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cli.txt r
 
 $(UV):
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q uv
+	$(PY) -m pip install -q uv==0.13.9  # pinned as every package it installs is
 
 # What the suite, the benchmarks and `make package` use besides (pytest, moto, Selenium, cfn-lint,
 # the benchmarks' peers): `make up` does without it.
