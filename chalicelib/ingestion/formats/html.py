@@ -284,10 +284,11 @@ INDEX_ONLY = "the page is an index of links to other pages: nothing to index"
 # their descriptions, table rows) is an index: a sitemap, a keyword or function index, a
 # cross-reference, a list of the manual's pages. Its entries only repeat the titles of the
 # pages they lead to, and in a search they took the place of those pages (bench/manuals.py:
-# SQLite's docs.html, doc_target_crossref.html in a top 5). On Debian's sqlite3-doc the
-# indexes hold 0.92 to 1.00 of their text in such entries; the next pages, lists of
-# constants and virtual tables with a paragraph each, 0.81 to 0.88; a command index
-# inside a manual page (AsciiDoc's NAME, prose, then the commands) about 0.8.
+# SQLite's docs.html, doc_target_crossref.html in a top 5). On Debian's sqlite3-doc the 12
+# pages above the share hold 0.92 or more of their text in such entries, and all are indexes;
+# the next hold 0.85 (a keyword cross-reference) and 0.81 (the virtual tables, a paragraph
+# each). Of python3.11-doc's 530 pages, the 35 above it are its general and module indexes
+# and tables of contents.
 INDEX_ENTRY_SHARE = 0.9
 INDEX_TERM_LINK_SHARE = 2 / 3
 
@@ -310,6 +311,7 @@ def _led_by_link(entry) -> bool:
     mostly a link (not a signature whose types are links, as Sphinx renders an API)."""
     if entry.tag == "dt":
         return _link_share(entry) >= INDEX_TERM_LINK_SHARE
+
     def first(node):
         if node is not entry and node.tag == "a" and node.get("href"):
             return "link"
