@@ -125,10 +125,10 @@ def fusion_sweep(principal, kb, queries, qrels, doc_to_corpus, quick: bool = Fal
             else (("score", [i / 10 for i in range(11)]), ("rank", [0.3, 0.5, 0.7])))
     for method, weights in grid:
         for w in weights:
-            weights = (w, round(1 - w, 6))  # 1 - 0.7 is 0.30000000000000004
+            pair = (w, round(1 - w, 6))  # 1 - 0.7 is 0.30000000000000004
             scores = quality(run_queries(principal, kb, queries, doc_to_corpus, "hybrid",
-                                         hybrid_weights=weights, fusion=method), qrels)
-            service = method == "score" and weights == limits.HYBRID_WEIGHTS
+                                         hybrid_weights=pair, fusion=method), qrels)
+            service = method == "score" and pair == limits.HYBRID_WEIGHTS
             rows.append({"method": method, "semanticWeight": w, "ndcgAt10": scores["nDCG@10"],
                          "recallAt10": scores["recall@10"], "service": service})
             print(f"{method:6} {w:15.1f} {scores['nDCG@10']:8.4f} {scores['recall@10']:7.4f}"

@@ -53,10 +53,20 @@ NAVIGATION_XPATH = [
 ]
 
 
+def _text_length(element) -> int:
+    """Its text's characters, spaces aside."""
+    return len("".join("".join(element.itertext()).split()))
+
+
+def _link_share(element, links) -> float:
+    """The share of the element's text that is in `links` (of its descendants)."""
+    total = _text_length(element)
+    return sum(_text_length(link) for link in links) / total if total else 0.0
+
+
 def _is_navigation(element) -> bool:
-    text = "".join("".join(element.itertext()).split())
-    links = sum(len("".join("".join(ref.itertext()).split())) for ref in element.iter("ref"))
-    return bool(text) and links / len(text) >= NAVIGATION_LINK_SHARE
+    """On trafilatura's tree, where a link is a <ref>."""
+    return _link_share(element, element.iter("ref")) >= NAVIGATION_LINK_SHARE
 
 
 def _data_block(element) -> str:
@@ -287,7 +297,7 @@ INDEX_ONLY = "the page is an index of links to other pages: nothing to index"
 # SQLite's docs.html, doc_target_crossref.html in a top 5). On Debian's sqlite3-doc the 12
 # pages above the share hold 0.92 or more of their text in such entries, and all are indexes;
 # the next hold 0.85 (a keyword cross-reference) and 0.81 (the virtual tables, a paragraph
-# each). Of python3.11-doc's 530 pages, the 35 above it are its general and module indexes
+# each). Of python3.11-doc's 530 pages, the 32 above it are its general and module indexes
 # and tables of contents.
 INDEX_ENTRY_SHARE = 0.9
 INDEX_TERM_LINK_SHARE = 2 / 3
@@ -297,20 +307,16 @@ INDEX_TERM_LINK_SHARE = 2 / 3
 _LAYOUT = ("table", "div", "p", "ul", "ol", "dl", "pre")
 
 
-def _text_length(element) -> int:
-    return len("".join("".join(element.itertext()).split()))
-
-
-def _link_share(element) -> float:
-    total = _text_length(element)
-    return sum(_text_length(a) for a in element.iter("a") if a.get("href")) / total if total else 0.0
+def _links(element):
+    """Its links, on the page's own tree."""
+    return (a for a in element.iter("a") if a.get("href"))
 
 
 def _led_by_link(entry) -> bool:
     """An item or row whose first text is a link's or that is mostly link text; a term that is
     mostly a link (not a signature whose types are links, as Sphinx renders an API)."""
     if entry.tag == "dt":
-        return _link_share(entry) >= INDEX_TERM_LINK_SHARE
+        return _link_share(entry, _links(entry)) >= INDEX_TERM_LINK_SHARE
 
     def first(node):
         if node is not entry and node.tag == "a" and node.get("href"):
@@ -324,7 +330,7 @@ def _led_by_link(entry) -> bool:
                 return "text"
         return None
 
-    return first(entry) == "link" or _link_share(entry) >= NAVIGATION_LINK_SHARE
+    return first(entry) == "link" or _link_share(entry, _links(entry)) >= NAVIGATION_LINK_SHARE
 
 
 def _is_index_page(tree, content_length: int) -> bool:
