@@ -71,27 +71,15 @@ def search(principal: Principal, request: SearchRequest) -> SearchResult:
 
 def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> SearchResult:
     request = replace(request, rerank=reranks(request, kbs))
-    candidates, cached, views = [], True, []
-    # Knowledge bases with the same model share one query embedding and one SQL query.
-    groups: dict[tuple, list[dict]] = {}
-    for kb in kbs:
-        groups.setdefault((kb["embedding_provider"], kb["embedding_model"], kb["embedding_dim"]), []).append(kb)
-    for (provider_name, model, dim), members in groups.items():
-        found, hit, view = _search_group(principal, request, provider_name, model, dim, [kb["id"] for kb in members])
-        candidates.extend(found)
-        cached = cached and hit
-        views.append(view)
-    candidates.sort(key=lambda h: h.ranking_score, reverse=True)
-    if request.min_score > 0:
-        candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
-    # A few more than asked, to take the place of passages that repeat a better one's text.
-    wanted = request.top_k + policy.DEDUPE_SPARE
-    if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
-        candidates = rerank.rerank(request.query, candidates, wanted)
-    candidates = _parents(principal, candidates, kbs, wanted)
-    # K different answers: a text repeated in other documents (an included block, a page beside
-    # its source) answers once, at its best rank, naming the others (Passage.also_in).
-    groups = dedupe.distinct(candidates, _content, request.top_k)
+    # Several children of one parent, and repeats of one text, answer once: when that leaves
+    # fewer passages than asked while a list stopped at its depth (more lay beyond it), the
+    # lists are read again parents.DEPTH times deeper, once.
+    for depth in (1, parents.DEPTH):
+        candidates, hit, views, cut = _candidates(principal, request, kbs, depth)
+        cached = hit if depth == 1 else cached  # the second read finds the first's embedding
+        groups = _answers(principal, request, kbs, candidates)
+        if len(groups) >= request.top_k or not cut:
+            break
     candidates = [g.kept for g in groups]
     repeats = {g.kept.chunk_id: g.repeats for g in groups if g.repeats}
     ordered = _prioritise(candidates, request.prioritize_by)
@@ -117,6 +105,41 @@ def reranks(request: SearchRequest, kbs: list[dict]) -> bool:
     if request.rerank is not None:
         return request.rerank
     return reranker_configured() and any(kb.get("default_rerank") for kb in kbs)
+
+
+def _candidates(principal: Principal, request: SearchRequest, kbs: list[dict],
+                depth: int) -> tuple[list[Hit], bool, list[Optional[DebugView]], bool]:
+    """Every model group's candidates, best first; whether every query embedding was cached;
+    the debug views; and whether some list stopped at its depth (policy.candidate_pool times
+    depth)."""
+    candidates, cached, views, cut = [], True, [], False
+    # Knowledge bases with the same model share one query embedding and one SQL query.
+    groups: dict[tuple, list[dict]] = {}
+    for kb in kbs:
+        groups.setdefault((kb["embedding_provider"], kb["embedding_model"], kb["embedding_dim"]), []).append(kb)
+    for (provider_name, model, dim), members in groups.items():
+        found, hit, view, full = _search_group(principal, request, provider_name, model, dim,
+                                               [kb["id"] for kb in members], depth)
+        candidates.extend(found)
+        cached, cut = cached and hit, cut or full
+        views.append(view)
+    candidates.sort(key=lambda h: h.ranking_score, reverse=True)
+    return candidates, cached, views, cut
+
+
+def _answers(principal: Principal, request: SearchRequest, kbs: list[dict], candidates: list[Hit]) -> list:
+    """The candidates as up to top_k answers (dedupe groups): held to minScore, reranked if
+    asked, each hit's parent once, a repeated text once."""
+    if request.min_score > 0:
+        candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
+    # A few more than asked, to take the place of passages that repeat a better one's text.
+    wanted = request.top_k + policy.DEDUPE_SPARE
+    if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
+        candidates = rerank.rerank(request.query, candidates, wanted)
+    candidates = _parents(principal, candidates, kbs, wanted)
+    # K different answers: a text repeated in other documents (an included block, a page beside
+    # its source) answers once, at its best rank, naming the others (Passage.also_in).
+    return dedupe.distinct(candidates, _content, request.top_k)
 
 
 def _content(hit: Hit) -> str:
@@ -174,8 +197,10 @@ def _average_similarity(passages: tuple[Passage, ...]) -> Optional[float]:
 
 
 def _search_group(principal, request: SearchRequest, provider_name: str, model: str, dim: int,
-                  kb_ids: list[str]) -> tuple[list[Hit], bool, Optional[DebugView]]:
-    pool = policy.candidate_pool(request.top_k, request.strategy, request.rerank)
+                  kb_ids: list[str], depth: int = 1) -> tuple[list[Hit], bool, Optional[DebugView], bool]:
+    """The group's candidates, whether its query embedding was cached, its debug view, and
+    whether a list stopped at the pool's depth (more may lie beyond it)."""
+    pool = policy.candidate_pool(request.top_k, request.strategy, request.rerank) * depth
     semantic, keyword, embed = [], [], None
     # Keyword search embeds the question only to hold its hits to a minScore.
     if request.strategy in ("semantic", "hybrid") or request.min_score > 0:
@@ -220,11 +245,12 @@ def _search_group(principal, request: SearchRequest, provider_name: str, model: 
             known.update(chunks.similarities(conn, missing, vector, dim) if missing else {})
             keyword = [h._replace(vector=known.get(h.chunk_id)) for h in keyword]
     view = _debug_view(request, semantic, keyword, f"{provider_name}:{model}", vector)
+    cut = len(semantic) >= pool or len(keyword) >= pool
     if request.strategy == "semantic":
-        return semantic, hit, view
+        return semantic, hit, view, cut
     if request.strategy == "keyword":
-        return keyword, hit, view
-    return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit, view
+        return keyword, hit, view, cut
+    return fuse(semantic, keyword, request.hybrid_weights, request.fusion), hit, view, cut
 
 
 def _embedded_semantic(side, snapshot_name: str, principal, request: SearchRequest, kb_ids: list[str], dim: int,

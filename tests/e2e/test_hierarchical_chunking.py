@@ -3,6 +3,7 @@ of up to parentTokens answered and counted against maxTokens, settings checked a
 embedding model's window, and a knowledge base made with another strategy kept as it is until a
 rebuild moves it."""
 import base64
+import random
 import secrets
 import time
 
@@ -67,6 +68,29 @@ def test_max_tokens_counts_the_parent_returned(api, hierarchical):
                                         "maxTokens": first + 50}))
     assert cut["metadata"]["totalTokensUsed"] <= first + 50 and cut["results"][0]["tokens"] == first
     assert len(cut["results"]) == 1 or cut["results"][1]["truncated"]
+
+
+def test_children_crowding_the_top_still_make_as_many_passages_as_asked(api):
+    # Six pages in other words, each using "calibration" less often than the one before: the
+    # best keyword hits a search of five reads first are the first two pages' children, which
+    # answer as two or three parents; the lists are then read deeper for the other pages.
+    kb = _data(api.call("POST", "/knowledge-bases", {"name": f"Crowded {secrets.token_hex(3)}", "chunking": {
+        "strategy": "hierarchical", "parentTokens": 300, "childTokens": 60, "chunkOverlap": 10}}), 201)
+    words = ("river stone lamp orbit maple cotton signal ladder harbor violet copper meadow rocket velvet"
+             " canyon pillow garlic tunnel marble falcon winter cactus saddle mirror").split()
+    for page in range(6):
+        rng = random.Random(page)
+        text = " ".join(" ".join(rng.sample(words, 8) + ["calibration"] * (6 - page)) + "." for _ in range(10))
+        _data(api.call("POST", f"/knowledge-bases/{kb['id']}/documents", {
+            "filename": f"page{page}.md", "content": base64.b64encode(f"# Page {page}\n\n{text}".encode()).decode()}), 202)
+    for page in range(6):
+        doc, seen = wait_for_status(api, kb["id"], f"page{page}.md")
+        assert doc["status"] == "PROCESSED", (doc, seen)
+    found = _data(api.call("POST", f"/knowledge-bases/{kb['id']}/search",
+                           {"query": "calibration", "strategy": "keyword", "topK": 5}))["results"]
+    assert len(found) == 5
+    assert len({(p["documentId"], p["parent"]["firstChunkIndex"]) for p in found}) == 5
+    assert {p["source"] for p in found} >= {"page0.md", "page1.md", "page2.md"}
 
 
 @pytest.mark.parametrize("chunking, field", [
