@@ -65,13 +65,14 @@ def test_the_manuals_summary_counts_each_strategy_asked_including_hybrid_at_othe
     import manuals
 
     def row(strategy, split, answered):
-        return {"strategy": strategy, "split": split, "answerInTop3": answered, "pageInTop3": answered,
-                "navigationInTop5": False, "top3Tokens": 100}
+        return {"strategy": strategy, "split": split, "answerInTop3": answered, "answerInTop10": True,
+                "pageInTop3": answered, "navigationInTop5": False, "top3Tokens": 100}
 
     rows = [row("semantic", "dev", True), row("hybrid", "dev", False), row("hybrid 0.7", "dev", True),
             row("semantic", "heldout", False), row("hybrid", "heldout", True), row("hybrid 0.7", "heldout", True)]
     summary = manuals.summary(rows)
     assert [k for k in summary if k.endswith("/all")] == ["semantic/all", "hybrid/all", "hybrid 0.7/all"]
     assert (summary["hybrid 0.7/all"]["answerInTop3"], summary["hybrid/dev"]["answerInTop3"]) == (2, 0)
-    assert "| hybrid 0.7 | heldout | 1/1 (100%) |" in manuals.report(
+    assert (summary["hybrid/dev"]["answerInTop10"], summary["semantic/all"]["answerInTop10"]) == (1, 2)
+    assert "| hybrid 0.7 | heldout | 1/1 (100%) | 1/1 | 1/1 |" in manuals.report(
         {"files": {"p": 1}, "questions": 2, "summary": summary})
