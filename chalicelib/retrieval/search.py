@@ -73,12 +73,13 @@ def _search(principal: Principal, request: SearchRequest, kbs: list[dict]) -> Se
     request = replace(request, rerank=reranks(request, kbs))
     # Several children of one parent, and repeats of one text, answer once: when that leaves
     # fewer passages than asked while a list stopped at its depth (more lay beyond it), the
-    # lists are read again parents.DEPTH times deeper, once.
+    # lists are read again parents.DEPTH times deeper, once, and answer as a search that deep
+    # would. A reranked search is not read again: the reranker was sent as many as it takes.
     for depth in (1, parents.DEPTH):
         candidates, hit, views, cut = _candidates(principal, request, kbs, depth)
         cached = hit if depth == 1 else cached  # the second read finds the first's embedding
         groups = _answers(principal, request, kbs, candidates)
-        if len(groups) >= request.top_k or not cut:
+        if len(groups) >= request.top_k or not cut or request.rerank:
             break
     candidates = [g.kept for g in groups]
     repeats = {g.kept.chunk_id: g.repeats for g in groups if g.repeats}
@@ -134,8 +135,8 @@ def _answers(principal: Principal, request: SearchRequest, kbs: list[dict], cand
         candidates = [h for h in candidates if (h.vector or 0.0) >= request.min_score]
     # A few more than asked, to take the place of passages that repeat a better one's text.
     wanted = request.top_k + policy.DEDUPE_SPARE
-    if request.rerank:  # the top candidates, re-ordered by the reranker (Hit.rerank)
-        candidates = rerank.rerank(request.query, candidates, wanted)
+    if request.rerank:  # the top candidates re-ordered by the reranker (Hit.rerank), as deep as parents look
+        candidates = rerank.rerank(request.query, candidates, wanted * parents.DEPTH)
     candidates = _parents(principal, candidates, kbs, wanted)
     # K different answers: a text repeated in other documents (an included block, a page beside
     # its source) answers once, at its best rank, naming the others (Passage.also_in).

@@ -86,11 +86,12 @@ def test_children_crowding_the_top_still_make_as_many_passages_as_asked(api):
     for page in range(6):
         doc, seen = wait_for_status(api, kb["id"], f"page{page}.md")
         assert doc["status"] == "PROCESSED", (doc, seen)
-    found = _data(api.call("POST", f"/knowledge-bases/{kb['id']}/search",
-                           {"query": "calibration", "strategy": "keyword", "topK": 5}))["results"]
-    assert len(found) == 5
-    assert len({(p["documentId"], p["parent"]["firstChunkIndex"]) for p in found}) == 5
-    assert {p["source"] for p in found} >= {"page0.md", "page1.md", "page2.md"}
+    for rerank in (False, True):  # the reranker is sent 40 hits and answers as many as parents take
+        found = _data(api.call("POST", f"/knowledge-bases/{kb['id']}/search",
+                               {"query": "calibration", "strategy": "keyword", "topK": 5, "rerank": rerank}))["results"]
+        assert len(found) == 5, rerank
+        assert len({(p["documentId"], p["parent"]["firstChunkIndex"]) for p in found}) == 5
+        assert {p["source"] for p in found} >= {"page0.md", "page1.md", "page2.md"}
 
 
 @pytest.mark.parametrize("chunking, field", [
