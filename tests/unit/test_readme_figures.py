@@ -24,8 +24,8 @@ def expected(figures: dict) -> dict[str, list[float]]:
     knee = figures["loadKnee"]
     manuals = figures["manuals"]
 
-    def answered(part: str) -> float:  # the README's percentage
-        return 100 * manuals[part]["answerInTop3"] / manuals[part]["questions"]
+    def answered(part: str, within: str = "answerInTop3") -> float:  # the README's percentage
+        return 100 * manuals[part][within] / manuals[part]["questions"]
 
     return {
         "retrieval quality, SciFact, nDCG@10: hybrid / semantic / keyword": [
@@ -34,6 +34,8 @@ def expected(figures: dict) -> dict[str, list[float]]:
         "real manuals, answer in the top 3, dev / held out: hybrid; semantic; keyword": [
             answered(f"{strategy}/{part}")
             for strategy in ("hybrid", "semantic", "keyword") for part in ("dev", "heldout")],
+        "real manuals, answer in the top 10 (what a reranker reorders), dev / held out: hybrid": [
+            answered("hybrid/dev", "answerInTop10"), answered("hybrid/heldout", "answerInTop10")],
         "recall@10, hybrid": [quality["ours: hybrid"]["recallAt10"]],
         "hybrid search at 1M chunks, service-side p50 / p95 (query embedding cached)": [
             hybrid["p50Ms"], hybrid["p95Ms"]],
