@@ -128,7 +128,8 @@ def _candidates(principal: Principal, request: SearchRequest, kbs: list[dict],
     return candidates, cached, views, cut
 
 
-def _answers(principal: Principal, request: SearchRequest, kbs: list[dict], candidates: list[Hit]) -> list:
+def _answers(principal: Principal, request: SearchRequest, kbs: list[dict],
+             candidates: list[Hit]) -> list[dedupe.Group[Hit]]:
     """The candidates as up to top_k answers (dedupe groups): held to minScore, reranked if
     asked, each hit's parent once, a repeated text once."""
     if request.min_score > 0:
