@@ -109,8 +109,8 @@ def ingest(api, headers, s3, bucket, kb, files: list[tuple[str, bytes]], timeout
 
 def ask(api, headers, kb, question: dict, strategy: str, top_k: int, semantic_weight: float | None = None) -> dict:
     """One question's top passages, judged: answer string in the top 3 and in the top 10, page in
-    the top 3, a navigation page in the top 5, the top 3's tokens. semantic_weight: hybrid at these weights
-    (semantic, 1 - it for keyword), reported as the strategy "hybrid W"."""
+    the top 3, a navigation page in the top 5, the top 3's tokens. semantic_weight: hybrid at these
+    weights (semantic, 1 - it for keyword), reported as the strategy "hybrid W"."""
     # A budget the top 10 fits whole in (the top 3 are the same under the default one).
     body = {"query": question["question"], "topK": top_k, "strategy": strategy, "minScore": 0, "maxTokens": 20_000}
     if semantic_weight is not None:
@@ -154,8 +154,8 @@ def report(results: dict) -> str:
     lines = [f"Real manuals ({', '.join(f'{p}: {n} files' for p, n in results['files'].items())}), each a knowledge "
              "base with the service's defaults, ingested by the local stack's pipeline; "
              f"{results['questions']} questions in a user's words written before any search (every third held out). "
-             "Answer: the answer string in the top 3 passages (in the top 10: what reordering could bring up); page: the answering page among the top 3 passages' "
-             "documents; navigation: an index or contents page in the top 5; tokens: the top 3 passages' "
+             "Answer: the answer string in the top 3 passages (in the top 10: what reordering could bring up); "
+             "page: the answering page among the top 3 passages' documents; navigation: an index or contents page in the top 5; tokens: the top 3 passages' "
              "token counts summed, median over questions.", "",
              "| strategy | split | answer in top 3 | answer in top 10 | page in top 3 | navigation in top 5 "
              "| top-3 tokens (median) |",
@@ -164,7 +164,8 @@ def report(results: dict) -> str:
         strategy, split = key.split("/")
         n = row["questions"]
         lines.append(f"| {strategy} | {split} | {row['answerInTop3']}/{n} ({row['answerInTop3'] / n:.0%}) | "
-                     f"{row['answerInTop10']}/{n} | {row['pageInTop3']}/{n} | {row['navigationInTop5']}/{n} | {row['top3TokensMedian']:.0f} |")
+                     f"{row['answerInTop10']}/{n} | {row['pageInTop3']}/{n} | {row['navigationInTop5']}/{n} | "
+                     f"{row['top3TokensMedian']:.0f} |")
     return "\n".join(lines)
 
 
